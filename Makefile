@@ -1,0 +1,31 @@
+# Two entry points for a fresh machine: `make run` (the platform, embedded default) and `make test` (every test).
+# Both create .venv and install requirements.txt idempotently (a stamp file records the last successful install).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ACID_HOME ?= $(CURDIR)/.acid-home
+export ACID_HOME
+
+.PHONY: run test bench install clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m acid_cli.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_snapshot_read.py
+
+clean:
+	rm -rf $(VENV) $(ACID_HOME)
