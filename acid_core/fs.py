@@ -1,0 +1,186 @@
+"""The one place that talks to a filesystem, through pyarrow.fs: local paths now, HDFS and S3 by URI.
+
+Every error is mapped to FileSystemError naming the path. Writes go to a hidden temporary name (leading `.`, which
+Hive and this library skip when listing) and are renamed into place, so a crash never leaves a half-written visible
+file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from acid_core.errors import FileSystemError, PathOutsideTableError
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One child of a directory listing."""
+
+    name: str
+    path: str
+    is_dir: bool
+    size: int
+
+
+def _wrap(action: str, path: str, exc: Exception) -> FileSystemError:
+    return FileSystemError(f"cannot {action} {path!r}: {exc}")
+
+
+class FileSystem:
+    """A pyarrow filesystem plus the few operations the ACID layout needs."""
+
+    def __init__(self, filesystem: pafs.FileSystem | None = None) -> None:
+        self._fs = filesystem or pafs.LocalFileSystem()
+
+    @classmethod
+    def resolve(cls, location: str) -> tuple["FileSystem", str]:
+        """A filesystem and a path for a local path or a URI (`file://`, `hdfs://`, `s3://`, ...).
+
+        Raises:
+            FileSystemError: the URI's scheme is unknown or the filesystem cannot be reached.
+        """
+        if "://" not in location:
+            return cls(), os.path.abspath(location)
+        try:
+            filesystem, path = pafs.FileSystem.from_uri(location)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+            raise _wrap("open filesystem for", location, exc) from exc
+        return cls(filesystem), path
+
+    @property
+    def arrow(self) -> pafs.FileSystem:
+        """The underlying pyarrow filesystem (for readers that take one)."""
+        return self._fs
+
+    @staticmethod
+    def join(*parts: str) -> str:
+        return posixpath.join(*parts)
+
+    def info(self, path: str) -> pafs.FileInfo:
+        try:
+            return self._fs.get_file_info(path)
+        except OSError as exc:
+            raise _wrap("stat", path, exc) from exc
+
+    def exists(self, path: str) -> bool:
+        return self.info(path).type != pafs.FileType.NotFound
+
+    def is_dir(self, path: str) -> bool:
+        return self.info(path).type == pafs.FileType.Directory
+
+    def list_dir(self, path: str) -> list[FileEntry]:
+        """Children of a directory, sorted by name.
+
+        Raises:
+            FileSystemError: the directory does not exist or cannot be listed.
+        """
+        try:
+            infos = self._fs.get_file_info(pafs.FileSelector(path, recursive=False))
+        except FileNotFoundError as exc:
+            raise FileSystemError(f"directory {path!r} does not exist") from exc
+        except OSError as exc:
+            raise _wrap("list", path, exc) from exc
+        entries = [FileEntry(info.base_name, info.path, info.type == pafs.FileType.Directory, info.size or 0)
+                   for info in infos]
+        return sorted(entries, key=lambda entry: entry.name)
+
+    def file_size(self, path: str) -> int:
+        info = self.info(path)
+        if info.type != pafs.FileType.File:
+            raise FileSystemError(f"{path!r} is not a file")
+        return info.size
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        try:
+            return self._fs.open_input_file(path)
+        except OSError as exc:
+            raise _wrap("open", path, exc) from exc
+
+    def read_bytes(self, path: str, length: int | None = None) -> bytes:
+        """The whole file, or its first `length` bytes."""
+        with self.open_input(path) as stream:
+            try:
+                return stream.read() if length is None else stream.read_at(length, 0)
+            except OSError as exc:
+                raise _wrap("read", path, exc) from exc
+
+    def make_dirs(self, path: str) -> None:
+        try:
+            self._fs.create_dir(path, recursive=True)
+        except OSError as exc:
+            raise _wrap("create directory", path, exc) from exc
+
+    def rename(self, source: str, target: str) -> None:
+        """Move a file or directory; refuses to replace an existing target."""
+        if self.exists(target):
+            raise FileSystemError(f"cannot move {source!r} to {target!r}: the target already exists")
+        try:
+            self._fs.move(source, target)
+        except OSError as exc:
+            raise _wrap(f"move to {target!r}", source, exc) from exc
+
+    def delete_file(self, path: str) -> None:
+        try:
+            self._fs.delete_file(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _wrap("delete", path, exc) from exc
+
+    def delete_dir(self, path: str) -> None:
+        try:
+            self._fs.delete_dir(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _wrap("delete directory", path, exc) from exc
+
+    @contextlib.contextmanager
+    def hidden_temp_dir(self, parent: str, final_name: str) -> Iterator[str]:
+        """A hidden scratch directory beside `final_name`; removed on error, left for the caller to rename on success."""
+        temp = self.join(parent, f".{final_name}.tmp-{uuid.uuid4().hex[:12]}")
+        self.make_dirs(temp)
+        try:
+            yield temp
+        except BaseException:
+            self.delete_dir(temp)
+            raise
+
+    def write_atomically(self, path: str, data: bytes) -> None:
+        """Write a small file through a hidden temporary name and rename it into place."""
+        parent, name = posixpath.split(path)
+        temp = self.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+        try:
+            with self._fs.open_output_stream(temp) as stream:
+                stream.write(data)
+        except OSError as exc:
+            self.delete_file(temp)
+            raise _wrap("write", path, exc) from exc
+        self.rename(temp, path)
+
+    def open_output(self, path: str) -> pa.NativeFile:
+        try:
+            return self._fs.open_output_stream(path)
+        except OSError as exc:
+            raise _wrap("create", path, exc) from exc
+
+
+def ensure_inside(root: str, path: str) -> str:
+    """Normalise `path` and check it lies inside `root` (no `..` escapes).
+
+    Raises:
+        PathOutsideTableError: the path leaves the root.
+    """
+    root_norm = posixpath.normpath(root)
+    path_norm = posixpath.normpath(path)
+    if path_norm != root_norm and not path_norm.startswith(root_norm.rstrip("/") + "/"):
+        raise PathOutsideTableError(f"{path!r} is outside the table location {root!r}")
+    return path_norm

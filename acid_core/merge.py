@@ -1,0 +1,296 @@
+"""Merge-on-read: the rows of one partition under one snapshot, as Hive's vectorized ACID reader returns them.
+
+The read is planned from the directory state (base or original files, then insert deltas, plus delete deltas), then
+every insert file is read column-wise, filtered to the write ids the snapshot sees, and stripped of deleted rows.
+Delete events are held in a `DeleteRegistry` when they fit under `max_delete_events_in_memory` (Hive's
+`hive.transactional.events.mem`), and streamed by `DeleteCursor`s in a sort-merge otherwise.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from acid_core.delete_events import (DeleteCursor, DeleteRegistry, KeyArrays, read_delete_keys, valid_write_id_mask)
+from acid_core.errors import SchemaMismatchError, UnsortedEventsError
+from acid_core.fs import FileSystem
+from acid_core.layout import ParsedDelta, is_hidden, parse_bucket_file, parse_original_file, side_file_name
+from acid_core.orc_events import (CURRENT_WRITE_ID, KEY_FIELDS, ROW, EventFile, side_file_length)
+from acid_core.rowid import encode_bucket
+from acid_core.state import DirectoryState, get_acid_state
+from acid_core.validity import RangeResponse, ValidTxnList, ValidWriteIdList
+
+DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY = 10_000_000
+ROW_ID_COLUMN = "row__id"
+_KEY_COLUMNS = ("__owid", "__bucket", "__rowid")
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticIds:
+    """ROW__IDs for a file without ACID columns (original or raw file): one write id and bucket, rowIds from `first_row_id`."""
+
+    write_id: int
+    bucket_property: int
+    first_row_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class InsertSource:
+    """One file holding insert events (or plain rows) to read."""
+
+    path: str
+    check_validity: bool
+    length: int | None = None
+    synthetic: SyntheticIds | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSource:
+    """One delete-delta bucket file."""
+
+    path: str
+    check_validity: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPlan:
+    """What a snapshot read of one partition opens, in read order."""
+
+    state: DirectoryState
+    inserts: tuple[InsertSource, ...]
+    deletes: tuple[DeleteSource, ...]
+
+
+def _data_files(state: DirectoryState, directory: str) -> list[tuple[str, str]]:
+    """(name, path) of the data files in a base or delta directory: visible names that are not side files."""
+    children = state.listing.children(directory) if state.listing else ()
+    return [(child.name, child.path) for child in children
+            if not child.is_dir and not is_hidden(child.name) and not child.name.endswith("_flush_length")]
+
+
+def _original_sources(fs: FileSystem, state: DirectoryState, names: Sequence[tuple[str, str]],
+                      write_id: int, statement_id: int) -> list[InsertSource]:
+    """Original (or raw) files: rowIds run on across the files of one bucket in sorted-name order (Hive's OriginalReaderPair)."""
+    next_row: dict[int, int] = {}
+    sources = []
+    for name, path in sorted(names):
+        bucket = parse_original_file(name).bucket
+        first = next_row.get(bucket, 0)
+        next_row[bucket] = first + EventFile(fs, path).num_rows
+        sources.append(InsertSource(path, False, synthetic=SyntheticIds(write_id, encode_bucket(bucket, statement_id), first)))
+    return sources
+
+
+def plan_read(fs: FileSystem, state: DirectoryState, write_ids: ValidWriteIdList) -> ReadPlan:
+    """The files a snapshot reads, in Hive's read order: base (or originals), insert deltas; and the delete deltas."""
+    inserts: list[InsertSource] = []
+    deletes: list[DeleteSource] = []
+    if state.base is not None:
+        inserts.extend(InsertSource(path, False) for _, path in _data_files(state, state.base.name))
+    elif state.original_files:
+        paths = [(name, fs.join(state.location, name)) for name in state.original_files]
+        inserts.extend(_original_sources(fs, state, paths, 0, 0))
+    for delta in state.deltas:
+        check = write_ids.range_valid(delta.min_write_id, delta.max_write_id) is not RangeResponse.ALL
+        files = _data_files(state, delta.name)
+        if delta.is_delete:
+            deletes.extend(DeleteSource(path, check) for _, path in files)
+            continue
+        inserts.extend(_delta_insert_sources(fs, delta, files, check))
+    return ReadPlan(state, tuple(inserts), tuple(deletes))
+
+
+def _delta_insert_sources(fs: FileSystem, delta: ParsedDelta, files: list[tuple[str, str]],
+                          check: bool) -> list[InsertSource]:
+    sources: list[InsertSource] = []
+    raw: list[tuple[str, str]] = []
+    for name, path in files:
+        if parse_bucket_file(name) is None:
+            raw.append((name, path))
+            continue
+        length = side_file_length(fs, side_file_name(path)) if delta.may_contain_side_file else None
+        sources.append(InsertSource(path, check, length))
+    if raw:  # LOAD DATA into a full-ACID table leaves plain ORC files in delta_x_x_s: ids come from the name
+        sources.extend(_original_sources(fs, None, raw, delta.min_write_id, delta.statement_id or 0))
+    return sources
+
+
+class _SnapshotReader:
+    """Reads the insert sources of a plan and applies validity and delete filtering to each."""
+
+    def __init__(self, fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, with_keys: bool,
+                 max_delete_events_in_memory: int) -> None:
+        self.fs, self.plan, self.write_ids = fs, plan, write_ids
+        self.registry: DeleteRegistry | None = None
+        self.streaming = False
+        self.delete_files = [EventFile(fs, source.path) for source in plan.deletes]
+        total = sum(f.stats.deletes if f.stats is not None else f.num_rows for f in self.delete_files)
+        if total > max_delete_events_in_memory:
+            self.streaming = True
+        elif total:
+            parts = [read_delete_keys(f, write_ids, check_validity=s.check_validity)
+                     for f, s in zip(self.delete_files, plan.deletes)]
+            self.registry = DeleteRegistry(KeyArrays.concat(parts))
+        self.need_keys = with_keys or self.streaming or bool(self.registry)
+        self.with_keys = with_keys
+
+    def read(self, source: InsertSource) -> pa.Table | None:
+        if source.length == 0:
+            return None
+        event_file = EventFile(self.fs, source.path, length=source.length)
+        if source.synthetic is None and not event_file.is_acid:
+            raise SchemaMismatchError(f"{source.path}: a bucket file in an ACID directory does not have the ACID event schema")
+        stats = event_file.stats
+        if event_file.is_acid and stats is not None and (stats.updates or stats.deletes):
+            raise SchemaMismatchError(
+                f"{source.path}: insert file holds {stats.updates} update and {stats.deletes} delete events; the ACID v1 "
+                "layout (before split-update) is not supported: run a major compaction in Hive first")
+        if not self.streaming:
+            return self._filter(source, event_file, None)
+        pieces = [self._filter(source, event_file, stripe, cursors)
+                  for cursors in [self._cursors(event_file, source)]
+                  for stripe in range(max(event_file.num_stripes, 1) if event_file.is_acid else 1)]
+        pieces = [piece for piece in pieces if piece is not None and piece.num_rows]
+        return pa.concat_tables(pieces) if pieces else None
+
+    def _cursors(self, event_file: EventFile, source: InsertSource) -> list[DeleteCursor]:
+        start = None
+        if event_file.is_acid and event_file.num_rows:
+            first = event_file.read(KEY_FIELDS, stripe=0).slice(0, 1)
+            start = tuple(int(first.column(name)[0].as_py()) for name in KEY_FIELDS)
+        return [DeleteCursor(f, self.write_ids, check_validity=s.check_validity, start_key=start)
+                for f, s in zip(self.delete_files, self.plan.deletes)]
+
+    def _filter(self, source: InsertSource, event_file: EventFile, stripe: int | None,
+                cursors: list[DeleteCursor] | None = None) -> pa.Table | None:
+        if event_file.is_acid and source.synthetic is None:
+            columns = [ROW] + (list(KEY_FIELDS) if self.need_keys else []) + ([CURRENT_WRITE_ID] if source.check_validity else [])
+            table = event_file.read(columns, stripe=stripe)
+            keys = KeyArrays(*(table.column(n).to_numpy() for n in KEY_FIELDS)) if self.need_keys else None
+            data = _flatten_row(table.column(ROW), table.num_rows)
+            keep = valid_write_id_mask(self.write_ids, table.column(CURRENT_WRITE_ID).to_numpy()) if source.check_validity else None
+        else:
+            data = event_file.read(event_file.row_type.names if not event_file.is_acid else [ROW])
+            if event_file.is_acid:
+                data = _flatten_row(data.column(ROW), data.num_rows)
+            count, ids = data.num_rows, source.synthetic
+            keys = KeyArrays(np.full(count, ids.write_id, np.int64), np.full(count, ids.bucket_property, np.int32),
+                             np.arange(ids.first_row_id, ids.first_row_id + count, dtype=np.int64))
+            keep = None
+        if data.num_rows == 0:
+            return None
+        registry = self.registry
+        if cursors is not None:
+            if not keys.is_sorted():
+                raise UnsortedEventsError(f"{source.path}: insert events are not sorted by (originalTransaction, bucket, "
+                                          "rowId); Hive's readers require it")
+            low, high = keys.first(), keys.last()
+            registry = DeleteRegistry(KeyArrays.concat([c.events_between(low, high) for c in cursors]))
+        if registry is not None and len(registry):
+            alive = ~registry.deleted_mask(keys)
+            keep = alive if keep is None else keep & alive
+        if self.with_keys:
+            data = data.append_column(_KEY_COLUMNS[0], pa.array(keys.owid)).append_column(
+                _KEY_COLUMNS[1], pa.array(keys.bucket)).append_column(_KEY_COLUMNS[2], pa.array(keys.rowid))
+        return data if keep is None else data.filter(pa.array(keep))
+
+
+def _flatten_row(row: pa.ChunkedArray, num_rows: int) -> pa.Table:
+    """The `row` struct as a table of its fields."""
+    fields = row.type
+    arrays = [pa.chunked_array([chunk.field(i) for chunk in row.chunks], type=fields.field(i).type)
+              for i in range(fields.num_fields)]
+    if not arrays:
+        return pa.table({"__empty": pa.nulls(num_rows)}).drop_columns(["__empty"])
+    return pa.Table.from_arrays(arrays, names=[fields.field(i).name for i in range(fields.num_fields)])
+
+
+def _conform(table: pa.Table, names: Sequence[str], source: str) -> pa.Table:
+    """Rename data columns positionally (Hive writes `_col0`...); add nulls for columns the file predates."""
+    data_names = [n for n in table.column_names if n not in _KEY_COLUMNS]
+    if len(data_names) > len(names):
+        raise SchemaMismatchError(f"{source}: file has {len(data_names)} columns, the table only {len(names)} ({list(names)})")
+    columns = [table.column(n) for n in data_names]
+    for _ in range(len(names) - len(data_names)):
+        columns.append(pa.nulls(table.num_rows))
+    keys = [table.column(n) for n in _KEY_COLUMNS if n in table.column_names]
+    return pa.Table.from_arrays(columns + keys, names=list(names) + [n for n in _KEY_COLUMNS if n in table.column_names])
+
+
+def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, include_row_id: bool = False,
+              order_by_row_id: bool = False, column_names: Sequence[str] | None = None,
+              max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, threads: int = 2) -> pa.Table:
+    """Execute a read plan into one table (data columns, then `row__id` when asked for)."""
+    with_keys = include_row_id or order_by_row_id
+    reader = _SnapshotReader(fs, plan, write_ids, with_keys=with_keys,
+                             max_delete_events_in_memory=max_delete_events_in_memory)
+    if threads > 1 and len(plan.inserts) > 1:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            tables = list(pool.map(reader.read, plan.inserts))
+    else:
+        tables = [reader.read(source) for source in plan.inserts]
+    pairs = [(t, s.path) for t, s in zip(tables, plan.inserts) if t is not None]
+    names = list(column_names) if column_names else _column_names(pairs)
+    if not pairs:
+        return _empty_result(names, include_row_id)
+    table = pa.concat_tables([_conform(t, names, path) for t, path in pairs], promote_options="permissive")
+    if order_by_row_id:
+        order = np.lexsort([table.column(n).to_numpy() for n in reversed(_KEY_COLUMNS)])
+        table = table.take(pa.array(order))
+    if include_row_id:
+        row_id = pa.StructArray.from_arrays([table.column(n).combine_chunks() for n in _KEY_COLUMNS],
+                                            names=["writeid", "bucketid", "rowid"])
+        table = table.drop_columns(list(_KEY_COLUMNS))
+        return table.add_column(0, ROW_ID_COLUMN, row_id)
+    return table.drop_columns([n for n in _KEY_COLUMNS if n in table.column_names])
+
+
+def _column_names(pairs: list[tuple[pa.Table, str]]) -> list[str]:
+    """Column names from the widest file read (file names are used when the caller gives none)."""
+    best: list[str] = []
+    for table, _ in pairs:
+        names = [n for n in table.column_names if n not in _KEY_COLUMNS]
+        if len(names) > len(best):
+            best = names
+    return best
+
+
+def _empty_result(names: Sequence[str], include_row_id: bool) -> pa.Table:
+    columns = {name: pa.array([], pa.null()) for name in names}
+    table = pa.table(columns) if columns else pa.table({})
+    if include_row_id:
+        row_id_type = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())])
+        table = table.add_column(0, ROW_ID_COLUMN, pa.array([], row_id_type))
+    return table
+
+
+def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, txns: ValidTxnList | None = None,
+                  include_row_id: bool = False, order_by_row_id: bool = False, column_names: Sequence[str] | None = None,
+                  max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, threads: int = 2,
+                  fs: FileSystem | None = None) -> pa.Table:
+    """Rows of one partition (or unpartitioned table) directory under a snapshot.
+
+    Args:
+        location: the partition directory (local path or URI).
+        write_ids: the table's ValidWriteIdList; None means every write id is committed.
+        txns: the ValidTxnList deciding visibility of `_vT` directories; None means all committed.
+        include_row_id: add a `row__id` struct column (writeid, bucketid, rowid) first.
+        order_by_row_id: sort rows by row__id (otherwise they come in file order).
+        column_names: names for the data columns (files written by Hive carry `_col0`...).
+        max_delete_events_in_memory: above this many delete events, stream them in a sort-merge.
+
+    Raises:
+        AcidError: an unreadable directory, a corrupt file, or a snapshot the directory cannot serve.
+    """
+    if fs is None:
+        fs, location = FileSystem.resolve(location)
+    write_ids = write_ids if write_ids is not None else ValidWriteIdList()
+    state = get_acid_state(location, write_ids=write_ids, txns=txns, fs=fs)
+    plan = plan_read(fs, state, write_ids)
+    return read_plan(fs, plan, write_ids, include_row_id=include_row_id, order_by_row_id=order_by_row_id,
+                     column_names=column_names, max_delete_events_in_memory=max_delete_events_in_memory,
+                     threads=threads)

@@ -1,0 +1,253 @@
+"""ORC ACID event files: the exact event schema, user metadata and side files (hive-acid-reference.md section 4).
+
+Writing goes through pyorc (it can set ORC user metadata and cut stripes where we say, which the key index needs);
+reading goes through pyarrow's columnar ORC reader. Every row of an event file is
+``struct<operation:int, originalTransaction:bigint, bucket:int, rowId:bigint, currentTransaction:bigint, row:struct<...>>``.
+"""
+
+from __future__ import annotations
+
+import struct as _struct
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.orc as pa_orc
+import pyorc
+
+from acid_core.errors import CorruptFileError, SchemaMismatchError
+from acid_core.fs import FileSystem
+
+OPERATION, ORIGINAL_WRITE_ID, BUCKET, ROW_ID, CURRENT_WRITE_ID, ROW = (
+    "operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
+EVENT_FIELDS = (OPERATION, ORIGINAL_WRITE_ID, BUCKET, ROW_ID, CURRENT_WRITE_ID, ROW)
+KEY_FIELDS = (ORIGINAL_WRITE_ID, BUCKET, ROW_ID)
+_EVENT_TYPES = (pa.int32(), pa.int64(), pa.int32(), pa.int64(), pa.int64())
+
+INSERT_OPERATION, UPDATE_OPERATION, DELETE_OPERATION = 0, 1, 2
+KEY_INDEX_KEY = "hive.acid.key.index"
+STATS_KEY = "hive.acid.stats"
+VERSION_KEY = "hive.acid.version"
+ACID_VERSION = "2"
+DEFAULT_STRIPE_ROWS = 1_000_000
+# Hive 3.1's ORC reader (ORC 1.5) has no ZSTD, so only what every Hive 3 cluster can read is offered.
+COMPRESSIONS = {"ZLIB": pyorc.CompressionKind.ZLIB, "SNAPPY": pyorc.CompressionKind.SNAPPY,
+                "NONE": pyorc.CompressionKind.NONE}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A table column: a name and a Hive/ORC type string such as `int`, `string` or `decimal(10,2)`."""
+
+    name: str
+    type: str
+
+
+def parse_columns(columns: Iterable[Column | tuple[str, str]]) -> tuple[Column, ...]:
+    """Normalise and validate table columns.
+
+    Raises:
+        SchemaMismatchError: no columns, a duplicate name, or a type ORC does not know.
+    """
+    result = tuple(c if isinstance(c, Column) else Column(*c) for c in columns)
+    if not result:
+        raise SchemaMismatchError("a table needs at least one column")
+    seen = set()
+    for column in result:
+        if not column.name or column.name.lower() in seen:
+            raise SchemaMismatchError(f"column name {column.name!r} is empty or repeated")
+        seen.add(column.name.lower())
+        try:
+            pyorc.TypeDescription.from_string(column.type)
+        except (ValueError, RuntimeError) as exc:
+            raise SchemaMismatchError(f"column {column.name!r}: {column.type!r} is not an ORC type ({exc})") from exc
+    return result
+
+
+def row_struct(columns: Sequence[Column]) -> str:
+    return "struct<" + ",".join(f"{c.name}:{c.type}" for c in columns) + ">"
+
+
+def event_schema(columns: Sequence[Column]) -> str:
+    """The ORC type string of an ACID event file for these table columns."""
+    return (f"struct<{OPERATION}:int,{ORIGINAL_WRITE_ID}:bigint,{BUCKET}:int,{ROW_ID}:bigint,"
+            f"{CURRENT_WRITE_ID}:bigint,{ROW}:{row_struct(columns)}>")
+
+
+@dataclass(frozen=True, slots=True)
+class AcidStats:
+    """`hive.acid.stats`: counts of insert, update and delete events in a file."""
+
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+
+    def serialize(self) -> bytes:
+        return f"{self.inserts},{self.updates},{self.deletes}".encode()
+
+    @classmethod
+    def parse(cls, text: str, path: str) -> "AcidStats":
+        try:
+            inserts, updates, deletes = (int(part) for part in text.split(","))
+        except ValueError:
+            raise CorruptFileError(f"{path}: user metadata {STATS_KEY}={text!r} is not '<inserts>,<updates>,<deletes>'") from None
+        return cls(inserts, updates, deletes)
+
+
+class EventFileWriter:
+    """Writes one bucket file of ACID events, cutting stripes every `stripe_rows` events and recording the key index.
+
+    Events must be handed over in key order (originalTransaction, bucket, rowId), which Hive's readers rely on.
+    """
+
+    def __init__(self, stream, columns: Sequence[Column], *, compression: str = "ZLIB",
+                 stripe_rows: int = DEFAULT_STRIPE_ROWS) -> None:
+        if compression.upper() not in COMPRESSIONS:
+            raise SchemaMismatchError(f"compression {compression!r} is not one of {sorted(COMPRESSIONS)} "
+                                      "(Hive 3.1 cannot read ZSTD)")
+        self._writer = pyorc.Writer(stream, event_schema(columns), compression=COMPRESSIONS[compression.upper()],
+                                    stripe_size=1 << 40, struct_repr=pyorc.StructRepr.TUPLE)
+        self._stripe_rows = stripe_rows
+        self._in_stripe = 0
+        self._key_index: list[str] = []
+        self._last_key: tuple[int, int, int] | None = None
+        self._counts = [0, 0, 0]
+
+    def write(self, events: Sequence[tuple], *, operation: int) -> None:
+        """Write events `(operation, originalTransaction, bucket, rowId, currentTransaction, row_tuple_or_None)`.
+
+        All events of one call carry `operation` (an insert or a delete batch), which the stats count.
+        """
+        if operation not in (INSERT_OPERATION, UPDATE_OPERATION, DELETE_OPERATION):
+            raise SchemaMismatchError(f"operation {operation!r} is not 0 (insert), 1 (update) or 2 (delete)")
+        self._counts[operation] += len(events)
+        start = 0
+        while start < len(events):
+            take = min(len(events) - start, self._stripe_rows - self._in_stripe)
+            chunk = events[start:start + take]
+            self._writer.writerows(chunk)
+            last = chunk[-1]
+            self._last_key = (last[1], last[2], last[3])
+            self._in_stripe += take
+            start += take
+            if self._in_stripe >= self._stripe_rows:
+                self._end_stripe()
+
+    def _end_stripe(self) -> None:
+        if self._in_stripe == 0:
+            return
+        self._writer.write_intermediate_footer()
+        self._key_index.append("%d,%d,%d;" % self._last_key)
+        self._in_stripe = 0
+
+    @property
+    def stats(self) -> AcidStats:
+        return AcidStats(*self._counts)
+
+    def close(self) -> AcidStats:
+        """Finish the last stripe, store Hive's user metadata and close the ORC file."""
+        if self._in_stripe:
+            self._key_index.append("%d,%d,%d;" % self._last_key)
+        self._writer.set_user_metadata(**{
+            KEY_INDEX_KEY: "".join(self._key_index).encode(),
+            STATS_KEY: self.stats.serialize(),
+            VERSION_KEY: ACID_VERSION.encode(),
+        })
+        self._writer.close()
+        return self.stats
+
+
+def _check_event_schema(schema: pa.Schema, path: str) -> bool:
+    """True for an ACID event schema, False for a plain (original) file; raise for a broken event schema."""
+    names = [name.lower() for name in schema.names]
+    expected = [name.lower() for name in EVENT_FIELDS]
+    if names[:5] != expected[:5]:
+        return False
+    if names != expected:
+        raise SchemaMismatchError(f"{path}: columns {schema.names} are not the ACID event schema {list(EVENT_FIELDS)}")
+    for field_, expected_type in zip(schema, _EVENT_TYPES):
+        if field_.type != expected_type:
+            raise SchemaMismatchError(f"{path}: ACID column {field_.name!r} has type {field_.type}, expected {expected_type}")
+    if not pa.types.is_struct(schema.field(5).type):
+        raise SchemaMismatchError(f"{path}: ACID column 'row' has type {schema.field(5).type}, expected a struct")
+    return True
+
+
+def side_file_length(fs: FileSystem, side_path: str) -> int | None:
+    """The last flushed length recorded in a `_flush_length` side file; None when it does not exist.
+
+    Raises:
+        CorruptFileError: the side file exists but holds no complete length (Hive: "found but is not readable").
+    """
+    if not fs.exists(side_path):
+        return None
+    data = fs.read_bytes(side_path)
+    if len(data) < 8:
+        raise CorruptFileError(f"{side_path} found but is not readable (holds {len(data)} bytes, no complete length); "
+                               "the streaming writer may still be opening it: wait and retry")
+    usable = len(data) - len(data) % 8
+    return _struct.unpack(">q", data[usable - 8:usable])[0]
+
+
+class EventFile:
+    """An opened ORC file of a base, delta or delete delta (or an original file), read column-wise with pyarrow."""
+
+    def __init__(self, fs: FileSystem, path: str, *, length: int | None = None) -> None:
+        self.path = path
+        try:
+            if length is None:
+                source = fs.open_input(path)
+            else:
+                source = pa.BufferReader(fs.read_bytes(path, length))
+            self._orc = pa_orc.ORCFile(source)
+            schema = self._orc.schema
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, IndexError) as exc:
+            raise CorruptFileError(f"{path}: not a readable ORC file ({exc})") from exc
+        self.is_acid = _check_event_schema(schema, path)
+        self.row_type: pa.StructType = schema.field(5).type if self.is_acid else pa.struct(list(schema))
+        metadata = self._orc.metadata or {}
+        self._metadata = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
+                          for k, v in dict(metadata).items()}
+
+    @property
+    def num_rows(self) -> int:
+        return self._orc.nrows
+
+    @property
+    def num_stripes(self) -> int:
+        return self._orc.nstripes
+
+    @property
+    def stats(self) -> AcidStats | None:
+        text = self._metadata.get(STATS_KEY)
+        return None if text is None else AcidStats.parse(text, self.path)
+
+    @property
+    def user_metadata(self) -> dict[str, str]:
+        return dict(self._metadata)
+
+    def key_index(self) -> list[tuple[int, int, int]]:
+        """The last key of each stripe from `hive.acid.key.index`."""
+        text = self._metadata.get(KEY_INDEX_KEY, "")
+        keys = []
+        for part in filter(None, text.split(";")):
+            try:
+                owid, bucket, row_id = (int(value) for value in part.split(","))
+            except ValueError:
+                raise CorruptFileError(f"{self.path}: {KEY_INDEX_KEY} entry {part!r} is not '<writeId>,<bucket>,<rowId>'") from None
+            keys.append((owid, bucket, row_id))
+        return keys
+
+    def read(self, columns: Sequence[str], *, stripe: int | None = None) -> pa.Table:
+        """Read the named top-level columns (event fields, or table columns of an original file).
+
+        Raises:
+            CorruptFileError: the data cannot be decoded (truncated or damaged file).
+        """
+        try:
+            if stripe is None:
+                return self._orc.read(columns=list(columns))
+            batch = self._orc.read_stripe(stripe, columns=list(columns))
+            return pa.Table.from_batches([batch])
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, IndexError) as exc:
+            raise CorruptFileError(f"{self.path}: cannot decode ORC data ({exc})") from exc

@@ -1,0 +1,271 @@
+"""Which directories a snapshot reads, and which are obsolete or aborted: Hive's AcidUtils.getAcidState.
+
+`acid_state` is a pure function over a `PartitionListing`; `list_partition` and `get_acid_state` do the I/O.
+The rules and their order are Hive's (hive-acid-reference.md section 2); comments name the Hive step each reproduces.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from acid_core.errors import FileSystemError, NotEnoughHistoryError
+from acid_core.fs import FileEntry, FileSystem
+from acid_core.layout import (ParsedBase, ParsedDelta, METADATA_FILE, is_hidden, parse_directory)
+from acid_core.validity import RangeResponse, ValidTxnList, ValidWriteIdList
+
+_JAVA_LONG_MIN = -(2**63)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedEntry:
+    """A visible child of a partition directory; ACID directories carry their own children."""
+
+    name: str
+    is_dir: bool
+    size: int = 0
+    children: tuple[FileEntry, ...] = ()
+    compacted_marker: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionListing:
+    """Everything getAcidState needs to know about one partition directory, gathered in one pass."""
+
+    location: str
+    entries: tuple[ListedEntry, ...]
+    original_dir_files: tuple[FileEntry, ...] = ()
+
+    def children(self, name: str) -> tuple[FileEntry, ...]:
+        """Files inside the named base or delta directory."""
+        for entry in self.entries:
+            if entry.name == name:
+                return entry.children
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryState:
+    """The result of getAcidState for one snapshot of one partition."""
+
+    location: str
+    base: ParsedBase | None
+    deltas: tuple[ParsedDelta, ...]
+    obsolete: tuple[str, ...]
+    aborted: tuple[str, ...]
+    original_files: tuple[str, ...]
+    has_uncompacted_aborts: bool = False
+    listing: PartitionListing | None = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict:
+        """The stable JSON form printed by `acid inspect --json`."""
+        return {
+            "base": self.base.name if self.base else None,
+            "deltas": [delta.name for delta in self.deltas],
+            "obsolete": list(self.obsolete),
+            "aborted": list(self.aborted),
+        }
+
+
+def _read_compacted_marker(fs: FileSystem, path: str) -> bool:
+    """`_metadata_acid` says dataFormat == "compacted" (Hive's MetaDataFile.isCompacted)."""
+    try:
+        document = json.loads(fs.read_bytes(path).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FileSystemError(f"{path!r} is not a valid {METADATA_FILE} JSON document: {exc}") from exc
+    return isinstance(document, dict) and document.get("dataFormat") == "compacted"
+
+
+def _list_files_recursively(fs: FileSystem, root: str, prefix: str) -> list[FileEntry]:
+    found = []
+    for entry in fs.list_dir(root):
+        if is_hidden(entry.name):
+            continue
+        relative = f"{prefix}/{entry.name}" if prefix else entry.name
+        if entry.is_dir:
+            found.extend(_list_files_recursively(fs, entry.path, relative))
+        else:
+            found.append(FileEntry(relative, entry.path, False, entry.size))
+    return found
+
+
+def list_partition(fs: FileSystem, location: str) -> PartitionListing:
+    """List a partition directory once: ACID directories with their files, original files, original subdirectories.
+
+    Raises:
+        FileSystemError: the directory is missing or unreadable.
+        InvalidNameError: a directory carries an ACID prefix but a malformed name.
+    """
+    entries: list[ListedEntry] = []
+    original_dir_files: list[FileEntry] = []
+    for entry in fs.list_dir(location):
+        if is_hidden(entry.name):
+            continue
+        if not entry.is_dir:
+            entries.append(ListedEntry(entry.name, False, entry.size))
+            continue
+        parsed = parse_directory(entry.name)
+        if parsed is None:
+            original_dir_files.extend(_list_files_recursively(fs, entry.path, entry.name))
+            entries.append(ListedEntry(entry.name, True))
+            continue
+        children = tuple(fs.list_dir(entry.path))
+        marker = isinstance(parsed, ParsedBase) and any(
+            child.name == METADATA_FILE and _read_compacted_marker(fs, child.path) for child in children)
+        size = sum(child.size for child in children if not child.is_dir and not is_hidden(child.name))
+        entries.append(ListedEntry(entry.name, True, size, children, marker))
+    return PartitionListing(location, tuple(entries), tuple(original_dir_files))
+
+
+def get_acid_state(location: str, *, write_ids: ValidWriteIdList, txns: ValidTxnList | None = None,
+                   fs: FileSystem | None = None) -> DirectoryState:
+    """List `location` and compute its directory state for the snapshot (see acid_state)."""
+    if fs is None:
+        fs, location = FileSystem.resolve(location)
+    return acid_state(list_partition(fs, location), write_ids=write_ids, txns=txns)
+
+
+class _Walk:
+    """Mutable scratch state of one acid_state call (never escapes it)."""
+
+    def __init__(self, write_ids: ValidWriteIdList, txns: ValidTxnList) -> None:
+        self.write_ids, self.txns = write_ids, txns
+        self.base: ParsedBase | None = None
+        self.oldest_base: tuple[ParsedBase, bool] | None = None
+        self.obsolete: list[str] = []
+        self.aborted: list[str] = []
+        self.current: list[ParsedDelta] = []
+        self.uncompacted_aborts = False
+
+    def usable(self, name: str, visibility_txn_id: int) -> bool:
+        """Hive's isDirUsable: a `_vT` directory is read only once transaction T committed."""
+        if self.txns.is_valid(visibility_txn_id):
+            return True
+        if self.txns.is_aborted(visibility_txn_id):
+            self.aborted.append(name)
+        return False
+
+    def valid_base(self, base: ParsedBase, compacted: bool) -> bool:
+        """Hive's isValidBase.
+
+        Hive 4 also accepts any base with write id <= minOpenWriteId; that would let a reader see an INSERT OVERWRITE
+        base written by the still-open transaction holding minOpenWriteId, so we accept only write ids strictly below.
+        """
+        if base.write_id == _JAVA_LONG_MIN:
+            return True
+        min_open = self.write_ids.min_open_or_none
+        if min_open is not None and base.write_id < min_open:
+            return base.write_id <= self.write_ids.high_watermark
+        if compacted:
+            return self.write_ids.is_valid_base(base.write_id)
+        return self.write_ids.is_valid(base.write_id)
+
+    def add_base(self, base: ParsedBase, marker: bool) -> None:
+        """Hive's processBaseDir."""
+        if not self.usable(base.name, base.visibility_txn_id):
+            return
+        compacted = base.visibility_txn_id > 0 or marker
+        if self.oldest_base is None or base.write_id < self.oldest_base[0].write_id:
+            self.oldest_base = (base, compacted)
+        if self.write_ids.is_aborted(base.write_id) and not compacted:
+            self.aborted.append(base.name)
+            return
+        best = self.base
+        if (best is None or best.write_id < base.write_id
+                or (best.write_id == base.write_id and compacted and self.txns.is_valid(base.visibility_txn_id))):
+            if self.valid_base(base, compacted):
+                if best is not None:
+                    self.obsolete.append(best.name)
+                self.base = base
+        else:
+            self.obsolete.append(base.name)
+
+    def add_delta(self, delta: ParsedDelta) -> None:
+        """Hive's processDeltaDir."""
+        if not self.usable(delta.name, delta.visibility_txn_id):
+            return
+        aborted = self.write_ids.range_aborted(delta.min_write_id, delta.max_write_id)
+        if aborted is RangeResponse.ALL:
+            self.aborted.append(delta.name)
+            return
+        if aborted is RangeResponse.SOME:
+            self.uncompacted_aborts = True
+        if self.write_ids.range_valid(delta.min_write_id, delta.max_write_id) is not RangeResponse.NONE:
+            self.current.append(delta)
+
+    def best_working_deltas(self) -> list[ParsedDelta]:
+        """Hive's findBestWorkingDeltas: walk deltas in read order, keep those that extend coverage."""
+        chosen: list[ParsedDelta] = []
+        covered = self.base.write_id if self.base else 0
+        last_statement = -1
+        previous: ParsedDelta | None = None
+        for delta in sorted(self.current, key=ParsedDelta.read_order_key):
+            if delta.max_write_id > covered:
+                if self.write_ids.range_valid(covered + 1, delta.max_write_id) is not RangeResponse.NONE:
+                    chosen.append(delta)
+                    covered = delta.max_write_id
+                    last_statement = delta.statement_order
+                    previous = delta
+            elif delta.max_write_id == covered and last_statement >= 0:
+                chosen.append(delta)
+                previous = delta
+            elif (previous is not None and delta.min_write_id == previous.min_write_id
+                  and delta.max_write_id == previous.max_write_id
+                  and delta.statement_order == previous.statement_order):
+                chosen.append(delta)
+                previous = delta
+            else:
+                self.obsolete.append(delta.name)
+        return chosen
+
+    def not_enough_history(self, location: str) -> NotEnoughHistoryError:
+        min_open = self.write_ids.min_open_or_none
+        if min_open is None and self.write_ids.exceptions:
+            min_open = self.write_ids.exceptions[0]
+        shown = "x" if min_open is None else str(min_open)
+        oldest = f"{location.rstrip('/')}/{self.oldest_base[0].name}"
+        return NotEnoughHistoryError(
+            f"Not enough history available for ({self.write_ids.high_watermark},{shown}).  Oldest available base: {oldest}")
+
+
+def acid_state(listing: PartitionListing, *, write_ids: ValidWriteIdList,
+               txns: ValidTxnList | None = None) -> DirectoryState:
+    """Hive's getAcidState over a listing: the chosen base, current deltas in read order, obsolete and aborted names.
+
+    Raises:
+        NotEnoughHistoryError: only compacted bases exist and none is valid for the snapshot.
+    """
+    walk = _Walk(write_ids, txns if txns is not None else ValidTxnList())
+    original_files: list[str] = []
+    original_dirs: list[str] = []
+    for entry in listing.entries:
+        if not entry.is_dir:
+            if entry.size > 0:
+                original_files.append(entry.name)
+            continue
+        parsed = parse_directory(entry.name)
+        if isinstance(parsed, ParsedBase):
+            walk.add_base(parsed, entry.compacted_marker)
+        elif isinstance(parsed, ParsedDelta):
+            walk.add_delta(parsed)
+        else:
+            original_dirs.append(entry.name)
+    if walk.base is not None:
+        walk.obsolete.extend(original_files)
+        walk.obsolete.extend(original_dirs)
+        original_files = []
+    else:
+        original_files.extend(f.name for f in listing.original_dir_files if f.size > 0)
+    deltas = walk.best_working_deltas()
+    if walk.oldest_base is not None and walk.base is None and walk.oldest_base[1]:
+        raise walk.not_enough_history(listing.location)
+    return DirectoryState(
+        location=listing.location,
+        base=walk.base,
+        deltas=tuple(deltas),
+        obsolete=tuple(sorted(walk.obsolete)),
+        aborted=tuple(sorted(walk.aborted)),
+        original_files=tuple(sorted(original_files)),
+        has_uncompacted_aborts=walk.uncompacted_aborts,
+        listing=listing,
+    )

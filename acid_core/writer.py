@@ -1,0 +1,178 @@
+"""The embedded writer (no Spark): inserts into `delta_w_w_s`, deletes by ROW__ID into `delete_delta_w_w_s`, updates
+as split-update (both), in partition directories `k=v`, one bucket file per bucket.
+
+Files are written into a hidden temporary directory and renamed into place, so a crash never leaves a half-written
+visible file. Write ids come from the caller (the metastore hands them out); the writer does not commit anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from acid_core.errors import AcidError, InvalidRowError
+from acid_core.fs import FileSystem, ensure_inside
+from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, partition_dir_name)
+from acid_core.orc_events import (DEFAULT_STRIPE_ROWS, DELETE_OPERATION, INSERT_OPERATION, Column, EventFileWriter,
+                                  parse_columns)
+from acid_core.rowid import RowId, decode_bucket_id, encode_bucket
+
+BucketFunction = Callable[[tuple], int]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What one write produced: directories made visible and rows written per kind."""
+
+    directories: tuple[str, ...]
+    inserted: int = 0
+    deleted: int = 0
+
+
+class EmbeddedWriter:
+    """Writes ACID event files for one table location."""
+
+    def __init__(self, location: str, *, columns: Iterable[Column | tuple[str, str]],
+                 partition_keys: Sequence[str] = (), bucket_count: int | None = None,
+                 bucket_function: BucketFunction | None = None, compression: str = "ZLIB",
+                 stripe_rows: int = DEFAULT_STRIPE_ROWS, fs: FileSystem | None = None) -> None:
+        if fs is None:
+            fs, location = FileSystem.resolve(location)
+        self.fs, self.location = fs, location.rstrip("/") or "/"
+        self.columns = parse_columns(columns)
+        self.partition_keys = tuple(key.lower() for key in partition_keys)
+        if bucket_count is not None and not 1 <= bucket_count <= 4096:
+            raise InvalidRowError(f"bucket count {bucket_count} must be in 1..4096")
+        if bucket_count and bucket_count > 1 and bucket_function is None:
+            raise InvalidRowError(f"a table with {bucket_count} buckets needs a bucket_function to place rows")
+        self.bucket_count = bucket_count
+        self.bucket_function = bucket_function
+        self.compression = compression
+        self.stripe_rows = stripe_rows
+
+    def partition_location(self, partition: Mapping[str, Any] | None) -> str:
+        """The directory of a partition (the table location for an unpartitioned table).
+
+        Raises:
+            InvalidRowError: the spec's keys differ from the table's partition keys.
+        """
+        if not self.partition_keys:
+            if partition:
+                raise InvalidRowError(f"table at {self.location!r} is not partitioned, got partition {dict(partition)!r}")
+            return self.location
+        spec = {str(k).lower(): v for k, v in (partition or {}).items()}
+        if list(spec) != list(self.partition_keys):
+            raise InvalidRowError(f"partition {dict(partition or {})!r} must give exactly the keys "
+                                  f"{list(self.partition_keys)} in that order")
+        path = self.fs.join(self.location, partition_dir_name({k: None if v is None else str(v) for k, v in spec.items()}))
+        return ensure_inside(self.location, path)
+
+    def _normalise(self, row: Sequence[Any] | Mapping[str, Any], index: int) -> tuple:
+        if isinstance(row, Mapping):
+            unknown = set(row) - {c.name for c in self.columns}
+            if unknown:
+                raise InvalidRowError(f"row {index}: unknown columns {sorted(unknown)}; table columns are "
+                                      f"{[c.name for c in self.columns]}")
+            return tuple(row.get(c.name) for c in self.columns)
+        values = tuple(row)
+        if len(values) != len(self.columns):
+            raise InvalidRowError(f"row {index} has {len(values)} values, the table has {len(self.columns)} columns "
+                                  f"({[c.name for c in self.columns]})")
+        return values
+
+    def _bucket_of(self, row: tuple) -> int:
+        if not self.bucket_count or self.bucket_count == 1:
+            return 0
+        bucket = self.bucket_function(row)
+        if not 0 <= bucket < self.bucket_count:
+            raise InvalidRowError(f"bucket function placed row {row!r} in bucket {bucket}, outside 0..{self.bucket_count - 1}")
+        return bucket
+
+    def _insert_events(self, rows: Iterable, write_id: int, statement_id: int) -> dict[int, list[tuple]]:
+        by_bucket: dict[int, list[tuple]] = {}
+        for index, row in enumerate(rows):
+            values = self._normalise(row, index)
+            by_bucket.setdefault(self._bucket_of(values), []).append(values)
+        events = {}
+        for bucket, values in sorted(by_bucket.items()):
+            property_ = encode_bucket(bucket, statement_id)
+            events[bucket] = [(INSERT_OPERATION, write_id, property_, row_id, write_id, row)
+                              for row_id, row in enumerate(values)]
+        return events
+
+    @staticmethod
+    def _delete_events(row_ids: Iterable[RowId], write_id: int) -> dict[int, list[tuple]]:
+        by_bucket: dict[int, list[tuple]] = {}
+        for row_id in sorted(set(row_ids)):
+            event = (DELETE_OPERATION, row_id.write_id, row_id.bucket_property, row_id.row_id, write_id, None)
+            by_bucket.setdefault(decode_bucket_id(row_id.bucket_property), []).append(event)
+        return by_bucket
+
+    def _write_directory(self, parent: str, name: str, files: dict[int, list[tuple]], operation: int) -> str:
+        """Write all bucket files of one delta directory through a hidden temp directory, then move them into place."""
+        self.fs.make_dirs(parent)
+        final = self.fs.join(parent, name)
+        with self.fs.hidden_temp_dir(parent, name) as temp:
+            for bucket, events in files.items():
+                with self.fs.open_output(self.fs.join(temp, bucket_file_name(bucket))) as stream:
+                    writer = EventFileWriter(stream, self.columns, compression=self.compression,
+                                             stripe_rows=self.stripe_rows)
+                    try:
+                        writer.write(events, operation=operation)
+                    except (TypeError, ValueError, OverflowError) as exc:
+                        raise InvalidRowError(f"{name}/{bucket_file_name(bucket)}: a row does not fit the columns "
+                                              f"{[(c.name, c.type) for c in self.columns]}: {exc}") from exc
+                    writer.close()
+            self.fs.write_atomically(self.fs.join(temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
+            if not self.fs.exists(final):
+                self.fs.rename(temp, final)
+                return final
+            for bucket in files:  # another writer of the same statement made the directory: add our buckets
+                target = self.fs.join(final, bucket_file_name(bucket))
+                if self.fs.exists(target):
+                    raise AcidError(f"{target} already exists: write id and statement id were used twice")
+            for bucket in files:
+                self.fs.rename(self.fs.join(temp, bucket_file_name(bucket)), self.fs.join(final, bucket_file_name(bucket)))
+            self.fs.delete_dir(temp)
+        return final
+
+    def insert(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]], *, write_id: int, statement_id: int = 0,
+               partition: Mapping[str, Any] | None = None) -> WriteResult:
+        """Insert rows as write `write_id`, statement `statement_id`, into `delta_w_w_s`.
+
+        Raises:
+            InvalidRowError: a row does not fit the table; nothing is made visible.
+        """
+        parent = self.partition_location(partition)
+        events = self._insert_events(rows, write_id, statement_id)
+        if not events:
+            return WriteResult(())
+        name = delta_dir_name(write_id, write_id, statement_id=statement_id)
+        path = self._write_directory(parent, name, events, INSERT_OPERATION)
+        return WriteResult((path,), inserted=sum(map(len, events.values())))
+
+    def delete(self, row_ids: Iterable[RowId], *, write_id: int, statement_id: int = 0,
+               partition: Mapping[str, Any] | None = None) -> WriteResult:
+        """Delete rows by ROW__ID as write `write_id` into `delete_delta_w_w_s` (one file per bucket of the rows)."""
+        parent = self.partition_location(partition)
+        events = self._delete_events(row_ids, write_id)
+        if not events:
+            return WriteResult(())
+        name = delta_dir_name(write_id, write_id, statement_id=statement_id, delete=True)
+        path = self._write_directory(parent, name, events, DELETE_OPERATION)
+        return WriteResult((path,), deleted=sum(map(len, events.values())))
+
+    def update(self, row_ids: Sequence[RowId], new_rows: Sequence[Sequence[Any] | Mapping[str, Any]], *,
+               write_id: int, statement_id: int = 0, partition: Mapping[str, Any] | None = None) -> WriteResult:
+        """Split-update: delete the old ROW__IDs and insert the new rows under the same write and statement id."""
+        if len(row_ids) != len(new_rows):
+            raise InvalidRowError(f"update got {len(row_ids)} row ids but {len(new_rows)} new rows")
+        parent = self.partition_location(partition)
+        inserts = self._insert_events(new_rows, write_id, statement_id)  # validate before writing anything
+        deleted = self.delete(row_ids, write_id=write_id, statement_id=statement_id, partition=partition)
+        if not inserts:
+            return deleted
+        name = delta_dir_name(write_id, write_id, statement_id=statement_id)
+        path = self._write_directory(parent, name, inserts, INSERT_OPERATION)
+        return WriteResult(deleted.directories + (path,), inserted=sum(map(len, inserts.values())),
+                           deleted=deleted.deleted)
