@@ -112,11 +112,21 @@ class DeleteRegistry:
             removed = self._rowids.get((run_owid, run_bucket))
             if removed is None:
                 continue
-            run = rowid[start:end]
-            position = np.searchsorted(removed, run)
-            np.minimum(position, len(removed) - 1, out=position)
-            deleted[start:end] = removed[position] == run
+            deleted[start:end] = _members(rowid[start:end], removed)
         return deleted
+
+
+def _members(run: np.ndarray, removed: np.ndarray) -> np.ndarray:
+    """Which of `run` occur in the sorted array `removed`: a bitmap over a dense rowId range, else binary search."""
+    low, high = int(run.min()), int(run.max())
+    if len(run) >= 64 and high - low < 4 * len(run):
+        bitmap = np.zeros(high - low + 1, dtype=bool)
+        window = removed[np.searchsorted(removed, low):np.searchsorted(removed, high, side="right")]
+        bitmap[window - low] = True
+        return bitmap[run - low]
+    position = np.searchsorted(removed, run)
+    np.minimum(position, len(removed) - 1, out=position)
+    return removed[position] == run
 
 
 class DeleteCursor:

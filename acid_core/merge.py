@@ -138,7 +138,20 @@ class _SnapshotReader:
         self.need_keys = with_keys or self.streaming or bool(self.registry)
         self.with_keys = with_keys
 
-    def read(self, source: InsertSource) -> pa.Table | None:
+    def units(self) -> list[tuple[InsertSource, int | None]]:
+        """Independent pieces of work: one per stripe of a multi-stripe file (in-memory deletes), else one per file."""
+        units: list[tuple[InsertSource, int | None]] = []
+        for source in self.plan.inserts:
+            if not self.streaming and source.synthetic is None and source.length is None:
+                stripes = EventFile(self.fs, source.path).num_stripes
+                if stripes > 1:
+                    units.extend((source, stripe) for stripe in range(stripes))
+                    continue
+            units.append((source, None))
+        return units
+
+    def read(self, unit: tuple[InsertSource, int | None]) -> pa.Table | None:
+        source, stripe = unit
         if source.length == 0:
             return None
         event_file = EventFile(self.fs, source.path, length=source.length)
@@ -150,14 +163,14 @@ class _SnapshotReader:
                 f"{source.path}: insert file holds {stats.updates} update and {stats.deletes} delete events; the ACID v1 "
                 "layout (before split-update) is not supported: run a major compaction in Hive first")
         if not self.streaming:
-            return self._filter(source, event_file, None)
-        pieces = [self._filter(source, event_file, stripe, cursors)
-                  for cursors in [self._cursors(event_file, source)]
-                  for stripe in range(max(event_file.num_stripes, 1) if event_file.is_acid else 1)]
+            return self._filter(source, event_file, stripe)
+        cursors = self._cursors(event_file)
+        stripes = range(event_file.num_stripes) if event_file.is_acid and source.synthetic is None else [None]
+        pieces = [self._filter(source, event_file, s, cursors) for s in stripes]
         pieces = [piece for piece in pieces if piece is not None and piece.num_rows]
         return pa.concat_tables(pieces) if pieces else None
 
-    def _cursors(self, event_file: EventFile, source: InsertSource) -> list[DeleteCursor]:
+    def _cursors(self, event_file: EventFile) -> list[DeleteCursor]:
         start = None
         if event_file.is_acid and event_file.num_rows:
             first = event_file.read(KEY_FIELDS, stripe=0).slice(0, 1)
@@ -228,12 +241,13 @@ def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, in
     with_keys = include_row_id or order_by_row_id
     reader = _SnapshotReader(fs, plan, write_ids, with_keys=with_keys,
                              max_delete_events_in_memory=max_delete_events_in_memory)
-    if threads > 1 and len(plan.inserts) > 1:
+    units = reader.units()
+    if threads > 1 and len(units) > 1:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            tables = list(pool.map(reader.read, plan.inserts))
+            tables = list(pool.map(reader.read, units))
     else:
-        tables = [reader.read(source) for source in plan.inserts]
-    pairs = [(t, s.path) for t, s in zip(tables, plan.inserts) if t is not None]
+        tables = [reader.read(unit) for unit in units]
+    pairs = [(t, source.path) for t, (source, _) in zip(tables, units) if t is not None]
     names = list(column_names) if column_names else _column_names(pairs)
     if not pairs:
         return _empty_result(names, include_row_id)

@@ -30,6 +30,8 @@ STATS_KEY = "hive.acid.stats"
 VERSION_KEY = "hive.acid.version"
 ACID_VERSION = "2"
 DEFAULT_STRIPE_ROWS = 1_000_000
+# pyorc hands rows to ORC in batches of this size; stripes are cut only at batch boundaries.
+_BATCH_ROWS = 1024
 # Hive 3.1's ORC reader (ORC 1.5) has no ZSTD, so only what every Hive 3 cluster can read is offered.
 COMPRESSIONS = {"ZLIB": pyorc.CompressionKind.ZLIB, "SNAPPY": pyorc.CompressionKind.SNAPPY,
                 "NONE": pyorc.CompressionKind.NONE}
@@ -106,8 +108,9 @@ class EventFileWriter:
             raise SchemaMismatchError(f"compression {compression!r} is not one of {sorted(COMPRESSIONS)} "
                                       "(Hive 3.1 cannot read ZSTD)")
         self._writer = pyorc.Writer(stream, event_schema(columns), compression=COMPRESSIONS[compression.upper()],
-                                    stripe_size=1 << 40, struct_repr=pyorc.StructRepr.TUPLE)
-        self._stripe_rows = stripe_rows
+                                    stripe_size=1 << 40, batch_size=_BATCH_ROWS, struct_repr=pyorc.StructRepr.TUPLE)
+        # A stripe cut must fall on a batch boundary, or pyorc still holds rows the stripe should contain.
+        self._stripe_rows = max(1, -(-stripe_rows // _BATCH_ROWS)) * _BATCH_ROWS
         self._in_stripe = 0
         self._key_index: list[str] = []
         self._last_key: tuple[int, int, int] | None = None

@@ -1,0 +1,1 @@
+"""The `acid` command line: the stable contract other tools and tests use."""
