@@ -85,11 +85,12 @@ class ParsedDelta:
         return (self.min_write_id, -self.max_write_id, self.statement_order, self.name)
 
 
-def _split_visibility(name: str) -> tuple[str, int]:
-    index = name.find(VISIBILITY_PREFIX)
+def _split_visibility(rest: str, name: str) -> tuple[str, int]:
+    """Split `<rest>_v<T>` of directory `name` into rest and T (0 when there is no suffix)."""
+    index = rest.find(VISIBILITY_PREFIX)
     if index < 0:
-        return name, 0
-    return name[:index], _parse_long(name[index + len(VISIBILITY_PREFIX):], name, "visibility transaction id")
+        return rest, 0
+    return rest[:index], _parse_long(rest[index + len(VISIBILITY_PREFIX):], name, "visibility transaction id")
 
 
 def parse_base(name: str) -> ParsedBase:
@@ -100,7 +101,7 @@ def parse_base(name: str) -> ParsedBase:
     """
     if not name.startswith(BASE_PREFIX):
         raise InvalidNameError(f"{name!r} is not a base directory name (expected base_<writeId>[_v<txnId>])")
-    rest, visibility = _split_visibility(name[len(BASE_PREFIX):])
+    rest, visibility = _split_visibility(name[len(BASE_PREFIX):], name)
     return ParsedBase(name=name, write_id=_parse_long(rest, name, "write id"), visibility_txn_id=visibility)
 
 
@@ -116,7 +117,7 @@ def parse_delta(name: str) -> ParsedDelta:
         is_delete, prefix = False, DELTA_PREFIX
     else:
         raise InvalidNameError(f"{name!r} is not a delta directory name (expected delta_<min>_<max>[_<stmt>][_v<txnId>])")
-    rest, visibility = _split_visibility(name[len(prefix):])
+    rest, visibility = _split_visibility(name[len(prefix):], name)
     parts = rest.split("_")
     if len(parts) not in (2, 3):
         raise InvalidNameError(f"{name!r}: expected {prefix}<min>_<max>[_<stmt>][_v<txnId>]")

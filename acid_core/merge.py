@@ -303,7 +303,7 @@ def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, t
     if fs is None:
         fs, location = FileSystem.resolve(location)
     write_ids = write_ids if write_ids is not None else ValidWriteIdList()
-    state = get_acid_state(location, write_ids=write_ids, txns=txns, fs=fs)
+    state = get_acid_state(location, write_ids=write_ids, txns=txns, ignore_empty_files=True, fs=fs)
     plan = plan_read(fs, state, write_ids)
     return read_plan(fs, plan, write_ids, include_row_id=include_row_id, order_by_row_id=order_by_row_id,
                      column_names=column_names, max_delete_events_in_memory=max_delete_events_in_memory,

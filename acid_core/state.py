@@ -118,11 +118,12 @@ def list_partition(fs: FileSystem, location: str) -> PartitionListing:
 
 
 def get_acid_state(location: str, *, write_ids: ValidWriteIdList, txns: ValidTxnList | None = None,
-                   fs: FileSystem | None = None) -> DirectoryState:
+                   ignore_empty_files: bool = False, fs: FileSystem | None = None) -> DirectoryState:
     """List `location` and compute its directory state for the snapshot (see acid_state)."""
     if fs is None:
         fs, location = FileSystem.resolve(location)
-    return acid_state(list_partition(fs, location), write_ids=write_ids, txns=txns)
+    return acid_state(list_partition(fs, location), write_ids=write_ids, txns=txns,
+                      ignore_empty_files=ignore_empty_files)
 
 
 class _Walk:
@@ -219,18 +220,19 @@ class _Walk:
         return chosen
 
     def not_enough_history(self, location: str) -> NotEnoughHistoryError:
-        min_open = self.write_ids.min_open_or_none
-        if min_open is None and self.write_ids.exceptions:
-            min_open = self.write_ids.exceptions[0]
-        shown = "x" if min_open is None else str(min_open)
+        exceptions = self.write_ids.exceptions  # Hive prints the first invalid write id, open or aborted
+        shown = str(exceptions[0]) if exceptions else "x"
         oldest = f"{location.rstrip('/')}/{self.oldest_base[0].name}"
         return NotEnoughHistoryError(
             f"Not enough history available for ({self.write_ids.high_watermark},{shown}).  Oldest available base: {oldest}")
 
 
-def acid_state(listing: PartitionListing, *, write_ids: ValidWriteIdList,
-               txns: ValidTxnList | None = None) -> DirectoryState:
+def acid_state(listing: PartitionListing, *, write_ids: ValidWriteIdList, txns: ValidTxnList | None = None,
+               ignore_empty_files: bool = False) -> DirectoryState:
     """Hive's getAcidState over a listing: the chosen base, current deltas in read order, obsolete and aborted names.
+
+    `ignore_empty_files` leaves zero-length original files out (readers); the compactor and cleaner keep them so that
+    they become obsolete and get cleaned.
 
     Raises:
         NotEnoughHistoryError: only compacted bases exist and none is valid for the snapshot.
@@ -240,7 +242,7 @@ def acid_state(listing: PartitionListing, *, write_ids: ValidWriteIdList,
     original_dirs: list[str] = []
     for entry in listing.entries:
         if not entry.is_dir:
-            if entry.size > 0:
+            if entry.size > 0 or not ignore_empty_files:
                 original_files.append(entry.name)
             continue
         parsed = parse_directory(entry.name)
@@ -255,7 +257,7 @@ def acid_state(listing: PartitionListing, *, write_ids: ValidWriteIdList,
         walk.obsolete.extend(original_dirs)
         original_files = []
     else:
-        original_files.extend(f.name for f in listing.original_dir_files if f.size > 0)
+        original_files.extend(f.name for f in listing.original_dir_files if f.size > 0 or not ignore_empty_files)
     deltas = walk.best_working_deltas()
     if walk.oldest_base is not None and walk.base is None and walk.oldest_base[1]:
         raise walk.not_enough_history(listing.location)

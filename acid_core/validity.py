@@ -27,12 +27,22 @@ class RangeResponse(enum.Enum):
 
 
 def _parse_ids(text: str, source: str) -> tuple[int, ...]:
+    """Comma-separated ids; Hive 4 writes runs as `low-high` (e.g. `4-8,10`), which are expanded."""
     if not text:
         return ()
+    ids: list[int] = []
     try:
-        return tuple(int(part) for part in text.split(","))
+        for part in text.split(","):
+            low, dash, high = part.partition("-")
+            if dash and low:
+                if int(high) < int(low) or int(high) - int(low) > 100_000_000:
+                    raise ValueError(part)
+                ids.extend(range(int(low), int(high) + 1))
+            else:
+                ids.append(int(part))
     except ValueError:
-        raise InvalidValidityListError(f"{source!r}: {text!r} is not a comma-separated list of ids") from None
+        raise InvalidValidityListError(f"{source!r}: {text!r} is not a comma-separated list of ids or id ranges") from None
+    return tuple(ids)
 
 
 def _parse_long(text: str, source: str, what: str) -> int:

@@ -7,7 +7,6 @@ processDeltaDir, isDirUsable and findBestWorkingDeltas (hive-acid-reference.md s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 from acid_core.errors import NotEnoughHistoryError
 from acid_core.state import DirectoryState, ListedEntry, PartitionListing, acid_state, get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
-from acid_utils_cases import CASES, DEFAULT_TXNS, HIVE2_CASES, HIVE4_CASES, MAX, AcidStateCase, acid_dirs
+from acid_utils_cases import CASES, CASES_BY_NAME, DEFAULT_TXNS, HIVE2_CASES, HIVE4_CASES, MAX, AcidStateCase, acid_dirs
 
 BUCKET_BYTES = b"ORC\x00"  # getAcidState never opens data files, so any few bytes do
 COMPACTED_MARKER = json.dumps({"thisFileVersion": "0", "dataFormat": "compacted"}).encode()
@@ -185,11 +184,17 @@ def test_iow_base_is_read_while_compactor_base_of_same_write_id_is_not_visible(t
 
 @pytest.mark.parametrize("suffix", ["", "_v0"], ids=["plain", "v0"])
 def test_v0_base_is_an_insert_overwrite_base(tmp_path, suffix):
-    """`_v0` equals no suffix: not compacted, so an aborted write id makes it aborted and open ids below don't matter."""
+    """`_v0` equals no suffix: not compacted, so an aborted write id makes it aborted and an open id below it
+    does not hide it (a compactor base_5_v20 would be invalid for tbl:10:4:4:)."""
     name = f"base_5{suffix}"
     partition = materialize(tmp_path, acid_dirs(name, "base_3"))
     assert summary(read_state(partition, f"tbl:10:{MAX}::5")) == expected(base="base_3", aborted=[name])
-    assert summary(read_state(partition, "tbl:10:3:3:")) == expected(base=name)
+    assert summary(read_state(partition, "tbl:10:4:4:")) == expected(base=name, obsolete=["base_3"])
+
+
+def test_compactor_base_above_an_open_write_id_is_not_read(tmp_path):
+    partition = materialize(tmp_path, acid_dirs("base_5_v20", "base_3"))
+    assert summary(read_state(partition, "tbl:10:4:4:")) == expected(base="base_3")
 
 
 def test_compactor_base_with_aborted_write_id_is_read(tmp_path):
@@ -258,18 +263,15 @@ def test_original_directories_become_obsolete_under_a_base(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 # CLI: `acid inspect PATH --write-ids STR [--txns STR] --json`
 
-_HAS_CLI = importlib.util.find_spec("acid_cli.main") is not None
 
-
-@pytest.mark.skipif(not _HAS_CLI, reason="acid_cli.main is not written yet")
-@pytest.mark.parametrize("case_name", ["testBaseWithDeleteDeltas", "deleteDeltasWithOpenTxnInRead"])
+@pytest.mark.parametrize("case_name", ["testBaseWithDeleteDeltas", "deleteDeltasWithOpenTxnInRead",
+                                       "deltasAndDeleteDeltasWithOpenTxnsNotInCompact"])
 def test_cli_inspect_json(tmp_path, case_name):
-    case = next(case for case in CASES if case.name == case_name)
+    case = CASES_BY_NAME[case_name]
     partition = materialize(tmp_path, case.files, sizes=dict(case.file_sizes))
-    result = subprocess.run(
-        [sys.executable, "-m", "acid_cli.main", "inspect", str(partition), "--write-ids", case.write_ids,
-         "--txns", case.txns, "--json"],
-        capture_output=True, text=True, timeout=60, check=False)
+    command = [sys.executable, "-m", "acid_cli.main", "inspect", str(partition), "--write-ids", case.write_ids,
+               "--txns", case.txns, "--json"] + (["--compactor"] if case.compactor else [])
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["base"] == case.base
@@ -278,7 +280,6 @@ def test_cli_inspect_json(tmp_path, case_name):
     assert sorted(document["aborted"]) == sorted(case.aborted)
 
 
-@pytest.mark.skipif(not _HAS_CLI, reason="acid_cli.main is not written yet")
 def test_cli_inspect_not_enough_history_fails_with_hives_message(tmp_path):
     partition = materialize(tmp_path, acid_dirs("delta_2_10", "base_25_v300", "base_100_v300"))
     result = subprocess.run(

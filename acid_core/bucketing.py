@@ -1,0 +1,133 @@
+"""Which bucket a row belongs to in a `CLUSTERED BY (...) INTO n BUCKETS` table, as Hive computes it.
+
+bucketing_version 2 (Hive 3's default): per column Murmur3 x86_32 (seed 104729) of the value's big-endian bytes (UTF-8 for
+strings), combined as `h = 31*h + field_hash`; bucketing_version 1 (Hive 1/2): Java hashCode of each value, same combine.
+Bucket = (h & Integer.MAX_VALUE) % n (ObjectInspectorUtils.getBucketNumber).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable, Sequence
+
+from acid_core.errors import InvalidRowError
+from acid_core.orc_events import Column
+
+MURMUR_SEED = 104729
+_INT_TYPES = {"tinyint": ">b", "smallint": ">h", "int": ">i", "bigint": ">q"}
+_FLOAT_TYPES = {"float": ">f", "double": ">d"}
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def murmur3_32(data: bytes, seed: int = MURMUR_SEED) -> int:
+    """MurmurHash3 x86_32 as Hive's org.apache.hive.common.util.Murmur3.hash32 (signed 32-bit result)."""
+    c1, c2 = 0xCC9E2D51, 0x1B873593
+    h = seed & 0xFFFFFFFF
+    blocks = len(data) // 4
+    for (k,) in struct.iter_unpack("<I", data[:blocks * 4]):
+        k = (k * c1) & 0xFFFFFFFF
+        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
+        k = (k * c2) & 0xFFFFFFFF
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & 0xFFFFFFFF
+        h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
+    tail = data[blocks * 4:]
+    k = 0
+    for index in reversed(range(len(tail))):
+        k = (k << 8) | tail[index]
+    if tail:
+        k = (k * c1) & 0xFFFFFFFF
+        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
+        k = (k * c2) & 0xFFFFFFFF
+        h ^= k
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return _int32(h)
+
+
+def _supported(type_name: str) -> bool:
+    return (type_name in _INT_TYPES or type_name in _FLOAT_TYPES or type_name in ("boolean", "string")
+            or type_name.startswith(("varchar", "char")))
+
+
+def _value_bytes(value, type_name: str) -> bytes:
+    if type_name in _INT_TYPES:
+        return struct.pack(_INT_TYPES[type_name], value)
+    if type_name in _FLOAT_TYPES:
+        return struct.pack(_FLOAT_TYPES[type_name], value)
+    if type_name == "boolean":
+        return b"\x01" if value else b"\x00"
+    if type_name == "string" or type_name.startswith(("varchar", "char")):
+        return str(value).encode("utf-8")
+    raise InvalidRowError(f"bucketing on type {type_name!r} is not supported (supported: integer types, float, double, "
+                          "boolean, string, varchar, char)")
+
+
+def _java_hash(value, type_name: str) -> int:
+    """Java hashCode of the value's Hive writable (bucketing_version 1)."""
+    if type_name in ("tinyint", "smallint", "int"):
+        return _int32(value)
+    if type_name == "bigint":
+        return _int32(value ^ ((value & 0xFFFFFFFFFFFFFFFF) >> 32))
+    if type_name == "boolean":
+        return 1 if value else 0
+    if type_name == "float":
+        return struct.unpack(">i", struct.pack(">f", value))[0]
+    if type_name == "double":
+        bits = struct.unpack(">q", struct.pack(">d", value))[0]
+        return _int32(bits ^ ((bits & 0xFFFFFFFFFFFFFFFF) >> 32))
+    if type_name == "string" or type_name.startswith(("varchar", "char")):
+        result = 1
+        for byte in str(value).encode("utf-8"):
+            result = _int32(31 * result + (byte - 256 if byte > 127 else byte))
+        return result
+    raise InvalidRowError(f"bucketing on type {type_name!r} is not supported")
+
+
+def bucket_hash(values: Sequence, types: Sequence[str], *, version: int = 2) -> int:
+    """Hive's combined hash of the bucketing column values (null hashes to 0)."""
+    combined = 0
+    for value, type_name in zip(values, types):
+        if value is None:
+            field_hash = 0
+        elif version == 2:
+            field_hash = murmur3_32(_value_bytes(value, type_name))
+        else:
+            field_hash = _java_hash(value, type_name)
+        combined = _int32(31 * combined + field_hash)
+    return combined
+
+
+def bucket_function(columns: Sequence[Column], bucket_columns: Sequence[str], bucket_count: int, *,
+                    version: int = 2) -> Callable[[tuple], int]:
+    """A function from a row tuple (in table column order) to its bucket number.
+
+    Raises:
+        InvalidRowError: a bucketing column is unknown or of an unsupported type, or the version is not 1 or 2.
+    """
+    if version not in (1, 2):
+        raise InvalidRowError(f"bucketing_version {version!r} must be 1 or 2")
+    positions, types = [], []
+    by_name = {c.name.lower(): (i, c.type.lower()) for i, c in enumerate(columns)}
+    for name in bucket_columns:
+        if name.lower() not in by_name:
+            raise InvalidRowError(f"bucketing column {name!r} is not a table column ({[c.name for c in columns]})")
+        position, type_name = by_name[name.lower()]
+        if not _supported(type_name):
+            raise InvalidRowError(f"bucketing column {name!r} has type {type_name!r}, which bucketing does not support "
+                                  "(integer types, float, double, boolean, string, varchar, char)")
+        positions.append(position)
+        types.append(type_name)
+
+    def place(row: tuple) -> int:
+        return (bucket_hash([row[p] for p in positions], types, version=version) & 0x7FFFFFFF) % bucket_count
+
+    return place
