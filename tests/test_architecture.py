@@ -1,0 +1,82 @@
+"""Dependency direction and deployment-file consistency."""
+
+from __future__ import annotations
+
+import ast
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imported_modules(package: str) -> dict[str, set[str]]:
+    found = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module.split(".")[0])
+        found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+@pytest.mark.parametrize("package, forbidden", [
+    ("acid_core", {"pyspark", "airflow", "spark_jobs", "acid_cli", "plugins", "dags"}),
+    ("spark_jobs", {"airflow", "plugins", "dags"}),
+])
+def test_packages_import_only_downstream(package, forbidden):
+    offenders = {path: sorted(names & forbidden) for path, names in _imported_modules(package).items() if names & forbidden}
+    assert offenders == {}
+
+
+def test_acid_core_imports_without_spark_or_airflow():
+    """Import every acid_core module with pyspark and airflow made unimportable: nothing pulls them in transitively."""
+    import acid_core
+
+    modules = [f"acid_core.{m.name}" for m in pkgutil.iter_modules(acid_core.__path__)]
+    script = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('pyspark', 'airflow'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"for name in {modules!r}:\n"
+        "    __import__(name)\n"
+        "print('ok', len(sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert len(modules) >= 10
+
+
+def test_docker_compose_names_only_things_that_exist():
+    compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    bin_dir = Path(sys.executable).parent
+    for name, service in compose["services"].items():
+        build = service.get("build")
+        if build:
+            assert (ROOT / build["context"] / build["dockerfile"]).is_file(), name
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (ROOT / source).exists(), f"{name}: volume source {source} is missing"
+        command = service.get("command")
+        if command:
+            assert (bin_dir / command[0]).exists(), f"{name}: command {command[0]!r} is not installed by requirements.txt"
+        for key, value in (service.get("environment") or {}).items():
+            for folder in ("dags", "plugins"):
+                if str(value).endswith(f"/src/{folder}"):
+                    assert (ROOT / folder).is_dir(), key
+    dockerfile = (ROOT / "docker/Dockerfile").read_text()
+    for line in dockerfile.splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
