@@ -72,8 +72,8 @@ def _data_files(state: DirectoryState, directory: str) -> list[tuple[str, str]]:
             if not child.is_dir and not is_hidden(child.name) and not child.name.endswith("_flush_length")]
 
 
-def _original_sources(fs: FileSystem, state: DirectoryState, names: Sequence[tuple[str, str]],
-                      write_id: int, statement_id: int) -> list[InsertSource]:
+def _original_sources(fs: FileSystem, names: Sequence[tuple[str, str]], write_id: int,
+                      statement_id: int) -> list[InsertSource]:
     """Original (or raw) files: rowIds run on across the files of one bucket in sorted-name order (Hive's OriginalReaderPair)."""
     next_row: dict[int, int] = {}
     sources = []
@@ -93,7 +93,7 @@ def plan_read(fs: FileSystem, state: DirectoryState, write_ids: ValidWriteIdList
         inserts.extend(InsertSource(path, False) for _, path in _data_files(state, state.base.name))
     elif state.original_files:
         paths = [(name, fs.join(state.location, name)) for name in state.original_files]
-        inserts.extend(_original_sources(fs, state, paths, 0, 0))
+        inserts.extend(_original_sources(fs, paths, 0, 0))
     for delta in state.deltas:
         check = write_ids.range_valid(delta.min_write_id, delta.max_write_id) is not RangeResponse.ALL
         files = _data_files(state, delta.name)
@@ -115,7 +115,7 @@ def _delta_insert_sources(fs: FileSystem, delta: ParsedDelta, files: list[tuple[
         length = side_file_length(fs, side_file_name(path)) if delta.may_contain_side_file else None
         sources.append(InsertSource(path, check, length))
     if raw:  # LOAD DATA into a full-ACID table leaves plain ORC files in delta_x_x_s: ids come from the name
-        sources.extend(_original_sources(fs, None, raw, delta.min_write_id, delta.statement_id or 0))
+        sources.extend(_original_sources(fs, raw, delta.min_write_id, delta.statement_id or 0))
     return sources
 
 

@@ -80,19 +80,25 @@ class EmbeddedWriter:
                                   f"({[c.name for c in self.columns]})")
         return values
 
-    def _bucket_of(self, row: tuple) -> int:
-        if not self.bucket_count or self.bucket_count == 1:
+    def _bucket_of(self, row: tuple, writer_id: int) -> int:
+        if not self.bucket_count:
+            return writer_id
+        if self.bucket_count == 1:
             return 0
         bucket = self.bucket_function(row)
         if not 0 <= bucket < self.bucket_count:
             raise InvalidRowError(f"bucket function placed row {row!r} in bucket {bucket}, outside 0..{self.bucket_count - 1}")
         return bucket
 
-    def _insert_events(self, rows: Iterable, write_id: int, statement_id: int) -> dict[int, list[tuple]]:
+    def _insert_events(self, rows: Iterable, write_id: int, statement_id: int,
+                       writer_id: int) -> dict[int, list[tuple]]:
+        if writer_id and self.bucket_count:
+            raise InvalidRowError(f"writer id {writer_id} applies to unbucketed tables only; this table has "
+                                  f"{self.bucket_count} buckets and places rows by hash")
         by_bucket: dict[int, list[tuple]] = {}
         for index, row in enumerate(rows):
             values = self._normalise(row, index)
-            by_bucket.setdefault(self._bucket_of(values), []).append(values)
+            by_bucket.setdefault(self._bucket_of(values, writer_id), []).append(values)
         events = {}
         for bucket, values in sorted(by_bucket.items()):
             property_ = encode_bucket(bucket, statement_id)
@@ -137,14 +143,17 @@ class EmbeddedWriter:
         return final
 
     def insert(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]], *, write_id: int, statement_id: int = 0,
-               partition: Mapping[str, Any] | None = None) -> WriteResult:
+               partition: Mapping[str, Any] | None = None, writer_id: int = 0) -> WriteResult:
         """Insert rows as write `write_id`, statement `statement_id`, into `delta_w_w_s`.
+
+        An unbucketed table gets one file per writer (`bucket_<writer_id>`, as Hive's parallel tasks write);
+        a bucketed table one file per bucket the rows hash to.
 
         Raises:
             InvalidRowError: a row does not fit the table; nothing is made visible.
         """
         parent = self.partition_location(partition)
-        events = self._insert_events(rows, write_id, statement_id)
+        events = self._insert_events(rows, write_id, statement_id, writer_id)
         if not events:
             return WriteResult(())
         name = delta_dir_name(write_id, write_id, statement_id=statement_id)
@@ -163,12 +172,13 @@ class EmbeddedWriter:
         return WriteResult((path,), deleted=sum(map(len, events.values())))
 
     def update(self, row_ids: Sequence[RowId], new_rows: Sequence[Sequence[Any] | Mapping[str, Any]], *,
-               write_id: int, statement_id: int = 0, partition: Mapping[str, Any] | None = None) -> WriteResult:
+               write_id: int, statement_id: int = 0, partition: Mapping[str, Any] | None = None,
+               writer_id: int = 0) -> WriteResult:
         """Split-update: delete the old ROW__IDs and insert the new rows under the same write and statement id."""
         if len(row_ids) != len(new_rows):
             raise InvalidRowError(f"update got {len(row_ids)} row ids but {len(new_rows)} new rows")
         parent = self.partition_location(partition)
-        inserts = self._insert_events(new_rows, write_id, statement_id)  # validate before writing anything
+        inserts = self._insert_events(new_rows, write_id, statement_id, writer_id)  # validate before writing anything
         deleted = self.delete(row_ids, write_id=write_id, statement_id=statement_id, partition=partition)
         if not inserts:
             return deleted

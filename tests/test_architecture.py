@@ -80,3 +80,17 @@ def test_docker_compose_names_only_things_that_exist():
         if line.startswith("COPY "):
             for source in line.split()[1:-1]:
                 assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
+
+
+def test_only_fs_module_touches_the_filesystem():
+    """All file access in acid_core goes through acid_core/fs.py (pyarrow.fs), so HDFS and S3 work like local paths."""
+    direct = {"os", "pathlib", "shutil", "glob", "tempfile", "io"}
+    offenders = {}
+    for path, names in _imported_modules("acid_core").items():
+        if path.endswith("fs.py"):
+            continue
+        calls_open = any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"
+                         for node in ast.walk(ast.parse((ROOT / path).read_text())))
+        if names & direct or calls_open:
+            offenders[path] = sorted(names & direct) + (["open()"] if calls_open else [])
+    assert offenders == {}

@@ -120,12 +120,13 @@ def write_ours_partitioned(root: Path) -> list[Snapshot]:
 
 def write_ours_multistripe(root: Path) -> list[Snapshot]:
     """3,000 rows in stripes of 1,000 (Hive's row reader bounds delete events by the key index of the stripes) and
-    two delete deltas of fewer than 1,024 events each."""
+    two delete deltas of fewer than 1,024 events each, deleting different rows (as real deletes do: a row deleted
+    by two transactions makes Hive 2.3's ColumnizedDeleteEventRegistry lose events and fail)."""
     location = root / "ours_multistripe"
     writer = EmbeddedWriter(str(location), columns=COLUMNS, stripe_rows=1000)
     writer.insert([(i, f"r{i}") for i in range(3000)], write_id=1)
     writer.delete([RowId(1, B0, i) for i in range(0, 3000, 6)], write_id=2)    # 500 events
-    writer.delete([RowId(1, B0, i) for i in range(1, 3000, 5)], write_id=3)    # 600 events
+    writer.delete([RowId(1, B0, i) for i in range(1, 3000, 6)], write_id=3)    # 500 other events
     return [Snapshot("ours_multistripe", location), Snapshot("ours_multistripe@hwm2", location,
                                                               f"default.ours_multistripe:2:{2**63 - 1}::")]
 
@@ -144,15 +145,14 @@ def write_ours_big_delete(root: Path) -> list[Snapshot]:
 
 
 def hive_plain_specs(location: Path) -> list[dict]:
-    """Two buckets in write 1; write 2 deletes and updates Hive's own rows; write 3 inserts in statement 0 and deletes
-    one of those rows in statement 1 (Hive 2.3 numbers rows per statement with the same bucket value, so a second
-    insert statement would reuse ROW__IDs)."""
+    """Two buckets in write 1; write 2 deletes one of Hive's own rows in each bucket; write 3 inserts in statement 0
+    and deletes one of those rows in statement 1 (Hive 2.3 numbers rows per statement with the same bucket value,
+    so a second insert statement would reuse ROW__IDs)."""
     base = {"partition_dir": str(location), "columns": [list(c) for c in COLUMNS]}
     return [
         {**base, "write_id": 1, "bucket": 0, "inserts": [[1, "a"], [2, "b"], [3, "c"]]},
         {**base, "write_id": 1, "bucket": 1, "inserts": [[4, "d"], [5, None]]},
-        {**base, "write_id": 2, "bucket": 0, "deletes": [{"writeid": 1, "bucketid": 0, "rowid": 1}],
-         "updates": [{"row_id": {"writeid": 1, "bucketid": 0, "rowid": 0}, "row": [10, "aa"]}]},
+        {**base, "write_id": 2, "bucket": 0, "deletes": [{"writeid": 1, "bucketid": 0, "rowid": 1}]},
         {**base, "write_id": 2, "bucket": 1, "deletes": [{"writeid": 1, "bucketid": 1, "rowid": 0}]},
         {**base, "write_id": 3, "statement_id": 0, "bucket": 0, "inserts": [[6, "f"], [7, "g"]]},
         {**base, "write_id": 3, "statement_id": 1, "bucket": 0, "deletes": [{"writeid": 3, "bucketid": 0, "rowid": 0}]},
@@ -165,6 +165,16 @@ def hive_plain_snapshots(location: Path) -> list[Snapshot]:
         Snapshot("hive_plain@2open", location, "default.hive_plain:3:2:2:", COLUMN_NAMES),
         Snapshot("hive_plain@3aborted", location, f"default.hive_plain:3:{2**63 - 1}::3", COLUMN_NAMES),
         Snapshot("hive_plain@hwm1", location, f"default.hive_plain:1:{2**63 - 1}::", COLUMN_NAMES),
+    ]
+
+
+def hive_update_specs(location: Path) -> list[dict]:
+    """An UPDATE and a DELETE in one Hive transaction (split-update: delete events plus a new insert event)."""
+    base = {"partition_dir": str(location), "columns": [list(c) for c in COLUMNS]}
+    return [
+        {**base, "write_id": 1, "bucket": 0, "inserts": [[1, "a"], [2, "b"], [3, "c"]]},
+        {**base, "write_id": 2, "bucket": 0, "deletes": [{"writeid": 1, "bucketid": 0, "rowid": 2}],
+         "updates": [{"row_id": {"writeid": 1, "bucketid": 0, "rowid": 0}, "row": [10, "aa"]}]},
     ]
 
 
@@ -219,10 +229,12 @@ def world(hive: HiveHarness, tmp_path_factory) -> World:
                    write_ours_big_delete):
         snapshots += writer(root)
 
-    hive_plain, mixed = root / "hive_plain", root / "mixed"
+    hive_plain, hive_update, mixed = root / "hive_plain", root / "hive_update", root / "mixed"
     write_mixed_ours(mixed)
-    written = hive.hive_write(hive_plain_specs(hive_plain) + mixed_hive_specs(mixed))
+    written = hive.hive_write(hive_plain_specs(hive_plain) + hive_update_specs(hive_update) + mixed_hive_specs(mixed))
     snapshots += hive_plain_snapshots(hive_plain)
+    snapshots += [Snapshot("hive_update", hive_update, None, COLUMN_NAMES),
+                  Snapshot("hive_update@2aborted", hive_update, f"default.hive_update:2:{2**63 - 1}::2", COLUMN_NAMES)]
     snapshots.append(Snapshot("mixed", mixed, None, COLUMN_NAMES))
 
     state_dirs = {case.name: make_state_case(root, case) for case in HIVE2_CASES}
@@ -362,9 +374,9 @@ def test_hive_written_rows_are_the_expected_ones(world):
     rows = acid_read(world.snapshots["hive_plain"])
     assert [(r["row__id"]["writeid"], r["row__id"]["bucketid"], r["row__id"]["rowid"], r["id"], r["name"])
             for r in rows] == [
-        (1, 0, 2, 3, "c"), (1, 1, 1, 5, None), (2, 0, 0, 10, "aa"), (3, 0, 1, 7, "g")]
+        (1, 0, 0, 1, "a"), (1, 0, 2, 3, "c"), (1, 1, 1, 5, None), (3, 0, 1, 7, "g")]
     assert ids(acid_read(world.snapshots["hive_plain@2open"])) == [1, 2, 3, 4, 5, 7]
-    assert ids(acid_read(world.snapshots["hive_plain@3aborted"])) == [3, 5, 10]
+    assert ids(acid_read(world.snapshots["hive_plain@3aborted"])) == [1, 3, 5]
     assert ids(acid_read(world.snapshots["hive_plain@hwm1"])) == [1, 2, 3, 4, 5]
 
 
@@ -376,8 +388,27 @@ def test_hive_writes_v0_buckets_and_internal_column_names(world):
     with path.open("rb") as stream:
         reader = pyorc.Reader(stream)
         assert str(reader.schema).endswith("row:struct<_col0:int,_col1:string>>")
+        assert reader.user_metadata["hive.acid.stats"] == b"0,0,1"
+        assert [event[:5] for event in reader] == [(2, 1, 0, 1, 2)]
+
+
+@pytest.mark.parametrize("key", ("hive_update", "hive_update@2aborted"))
+def test_hive_update_reads_the_same_through_acid_read(world, key):
+    """Hive 2.3's OrcRecordUpdater switches the ORC writer options' callback to the delete-event key index builder
+    when it opens the delete-delta writer, and opens the insert writer lazily afterwards with the same options
+    (the HIVE-14514 caveat in its source). So the insert file of an UPDATE carries the *delete* file's user
+    metadata: `hive.acid.stats` = "0,0,<deletes>" although it holds only insert events. Hive's readers ignore the
+    stats of insert files; `acid read` must read such files too (they are in every Hive 2.3 table that saw an UPDATE)."""
+    insert_file = world.snapshots[key].path / "delta_0000002_0000002_0000" / "bucket_00000"
+    with insert_file.open("rb") as stream:
+        reader = pyorc.Reader(stream)
         assert reader.user_metadata["hive.acid.stats"] == b"0,0,2"
-        assert [event[:5] for event in reader] == [(2, 1, 0, 0, 2), (2, 1, 0, 1, 2)]
+        assert [event[0] for event in reader] == [0]  # one insert event (operation 0), nothing else
+    rows = hive_rows(world, key, "row")
+    assert rows == hive_rows(world, key, "vectorized")
+    expected = [(2, "b"), (10, "aa")] if key == "hive_update" else [(1, "a"), (2, "b"), (3, "c")]
+    assert [(r["id"], r["name"]) for r in rows] == expected
+    assert acid_read(world.snapshots[key]) == rows
 
 
 def test_mixed_table_written_by_hive_and_by_us(world):
