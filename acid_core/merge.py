@@ -19,7 +19,8 @@ from acid_core.delete_events import (DeleteCursor, DeleteRegistry, KeyArrays, re
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem
 from acid_core.layout import ParsedDelta, is_hidden, parse_bucket_file, parse_original_file, side_file_name
-from acid_core.orc_events import (CURRENT_WRITE_ID, KEY_FIELDS, ROW, EventFile, side_file_length)
+from acid_core.orc_events import (CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW, EventFile,
+                                  side_file_length)
 from acid_core.rowid import encode_bucket
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import RangeResponse, ValidTxnList, ValidWriteIdList
@@ -157,11 +158,8 @@ class _SnapshotReader:
         event_file = EventFile(self.fs, source.path, length=source.length)
         if source.synthetic is None and not event_file.is_acid:
             raise SchemaMismatchError(f"{source.path}: a bucket file in an ACID directory does not have the ACID event schema")
-        stats = event_file.stats
-        if event_file.is_acid and stats is not None and (stats.updates or stats.deletes):
-            raise SchemaMismatchError(
-                f"{source.path}: insert file holds {stats.updates} update and {stats.deletes} delete events; the ACID v1 "
-                "layout (before split-update) is not supported: run a major compaction in Hive first")
+        if event_file.is_acid and source.synthetic is None:
+            _refuse_acid_v1_events(event_file, stripe)
         if not self.streaming:
             return self._filter(source, event_file, stripe)
         cursors = self._cursors(event_file)
@@ -210,6 +208,22 @@ class _SnapshotReader:
             data = data.append_column(_KEY_COLUMNS[0], pa.array(keys.owid)).append_column(
                 _KEY_COLUMNS[1], pa.array(keys.bucket)).append_column(_KEY_COLUMNS[2], pa.array(keys.rowid))
         return data if keep is None else data.filter(pa.array(keep))
+
+
+def _refuse_acid_v1_events(event_file: EventFile, stripe: int | None) -> None:
+    """An insert file must hold only insert events (split-update layout).
+
+    Hive 2.x's OrcRecordUpdater records an UPDATE's delete count in its insert file's `hive.acid.stats` (HIVE-17284),
+    so a non-zero count there only triggers a look at the operation column, which decides.
+    """
+    stats = event_file.stats
+    if stats is None or not (stats.updates or stats.deletes):
+        return
+    operations = event_file.read([OPERATION], stripe=stripe).column(OPERATION).to_numpy()
+    if (operations != INSERT_OPERATION).any():
+        raise SchemaMismatchError(
+            f"{event_file.path}: insert delta holds update or delete events; the ACID v1 layout (before split-update) "
+            "is not supported: run a major compaction in Hive first")
 
 
 def _flatten_row(row: pa.ChunkedArray, num_rows: int) -> pa.Table:

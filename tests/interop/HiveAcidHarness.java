@@ -74,7 +74,7 @@ public final class HiveAcidHarness {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
 
-  /** Column positions of the ACID event struct (operation, originalTransaction, bucket, rowId, currentTransaction, row). */
+  /** Positions in the ACID event struct (operation, originalTransaction, bucket, rowId, currentTransaction, row). */
   private static final int EVENT_ORIGINAL_TXN = 1;
   private static final int EVENT_BUCKET = 2;
   private static final int EVENT_ROW_ID = 3;
@@ -169,6 +169,8 @@ public final class HiveAcidHarness {
 
   /** Bad command line or job description. */
   private static final class UsageException extends Exception {
+    private static final long serialVersionUID = 1L;
+
     UsageException(String message) {
       super(message);
     }

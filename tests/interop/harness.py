@@ -103,7 +103,8 @@ def _ids(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip())
 
 
-def _snapshot(write_ids: str | HiveSnapshot | None, compactor: bool = False) -> HiveSnapshot:
+def _snapshot(write_ids: object, compactor: bool = False) -> HiveSnapshot:
+    """A HiveSnapshot as is; otherwise a write-id list string, or an object whose str() is one (acid_core's lists)."""
     if isinstance(write_ids, HiveSnapshot):
         return write_ids
     return HiveSnapshot.from_write_ids(None if write_ids is None else str(write_ids), compactor=compactor)

@@ -11,8 +11,9 @@ What this module proves:
 3. acid_core's getAcidState agrees with Hive 2.3's on the TestAcidUtils cases both versions share.
 
 Hive 2.3 knows transaction ids only; a Hive 3 write-id list is handed to it as the ValidReadTxnList applied to the
-ids in the files (harness.HiveSnapshot). JVM start-ups are kept to two for the whole module: one JVM writes every
-Hive file, one JVM does every Hive read and getAcidState call (the module-scoped `hive_results` fixture).
+ids in the files (harness.HiveSnapshot). JVM start-ups are few: the module-scoped `world` fixture uses one JVM to
+write every Hive file and one for every Hive read and getAcidState call; one more test checks the harness's own
+command line.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ pytestmark = pytest.mark.interop
 COLUMNS = (("id", "int"), ("name", "string"))
 COLUMN_NAMES = ",".join(name for name, _ in COLUMNS)
 B0, B1 = encode_bucket(0, 0), encode_bucket(1, 0)  # V1 bucket properties of bucket 0 and 1, statement 0
+MAX = 2**63 - 1  # "nothing open" in a write-id list
 STATE_FILE_BYTES = b"ORC\x00"  # getAcidState never opens data files
 MODES = ("row", "vectorized")
 
@@ -76,8 +78,8 @@ def write_ours_plain(root: Path) -> list[Snapshot]:
     return [
         Snapshot("ours_plain", location),
         Snapshot("ours_plain@3open", location, "default.ours_plain:5:3:3:"),
-        Snapshot("ours_plain@4aborted", location, f"default.ours_plain:5:{2**63 - 1}::4"),
-        Snapshot("ours_plain@hwm4", location, f"default.ours_plain:4:{2**63 - 1}::"),
+        Snapshot("ours_plain@4aborted", location, f"default.ours_plain:5:{MAX}::4"),
+        Snapshot("ours_plain@hwm4", location, f"default.ours_plain:4:{MAX}::"),
     ]
 
 
@@ -127,8 +129,8 @@ def write_ours_multistripe(root: Path) -> list[Snapshot]:
     writer.insert([(i, f"r{i}") for i in range(3000)], write_id=1)
     writer.delete([RowId(1, B0, i) for i in range(0, 3000, 6)], write_id=2)    # 500 events
     writer.delete([RowId(1, B0, i) for i in range(1, 3000, 6)], write_id=3)    # 500 other events
-    return [Snapshot("ours_multistripe", location), Snapshot("ours_multistripe@hwm2", location,
-                                                              f"default.ours_multistripe:2:{2**63 - 1}::")]
+    return [Snapshot("ours_multistripe", location),
+            Snapshot("ours_multistripe@hwm2", location, f"default.ours_multistripe:2:{MAX}::")]
 
 
 def write_ours_big_delete(root: Path) -> list[Snapshot]:
@@ -163,8 +165,8 @@ def hive_plain_snapshots(location: Path) -> list[Snapshot]:
     return [
         Snapshot("hive_plain", location, None, COLUMN_NAMES),
         Snapshot("hive_plain@2open", location, "default.hive_plain:3:2:2:", COLUMN_NAMES),
-        Snapshot("hive_plain@3aborted", location, f"default.hive_plain:3:{2**63 - 1}::3", COLUMN_NAMES),
-        Snapshot("hive_plain@hwm1", location, f"default.hive_plain:1:{2**63 - 1}::", COLUMN_NAMES),
+        Snapshot("hive_plain@3aborted", location, f"default.hive_plain:3:{MAX}::3", COLUMN_NAMES),
+        Snapshot("hive_plain@hwm1", location, f"default.hive_plain:1:{MAX}::", COLUMN_NAMES),
     ]
 
 
@@ -222,11 +224,13 @@ def make_state_case(root: Path, case: AcidStateCase) -> Path:
 
 @pytest.fixture(scope="module")
 def world(hive: HiveHarness, tmp_path_factory) -> World:
+    """Write every table (ours, then all of Hive's in one JVM), lay out the state cases, then run every Hive read
+    (both modes) and getAcidState call in one more JVM; per-job failures are kept for the tests to judge."""
     root = tmp_path_factory.mktemp("interop")
     starts_before = hive.jvm_starts
     snapshots: list[Snapshot] = []
-    for writer in (write_ours_plain, write_ours_statements, write_ours_bucketed, write_ours_partitioned, write_ours_multistripe,
-                   write_ours_big_delete):
+    for writer in (write_ours_plain, write_ours_statements, write_ours_bucketed, write_ours_partitioned,
+                   write_ours_multistripe, write_ours_big_delete):
         snapshots += writer(root)
 
     hive_plain, hive_update, mixed = root / "hive_plain", root / "hive_update", root / "mixed"
@@ -234,7 +238,7 @@ def world(hive: HiveHarness, tmp_path_factory) -> World:
     written = hive.hive_write(hive_plain_specs(hive_plain) + hive_update_specs(hive_update) + mixed_hive_specs(mixed))
     snapshots += hive_plain_snapshots(hive_plain)
     snapshots += [Snapshot("hive_update", hive_update, None, COLUMN_NAMES),
-                  Snapshot("hive_update@2aborted", hive_update, f"default.hive_update:2:{2**63 - 1}::2", COLUMN_NAMES)]
+                  Snapshot("hive_update@2aborted", hive_update, f"default.hive_update:2:{MAX}::2", COLUMN_NAMES)]
     snapshots.append(Snapshot("mixed", mixed, None, COLUMN_NAMES))
 
     state_dirs = {case.name: make_state_case(root, case) for case in HIVE2_CASES}
@@ -398,7 +402,7 @@ def test_hive_update_reads_the_same_through_acid_read(world, key):
     when it opens the delete-delta writer, and opens the insert writer lazily afterwards with the same options
     (the HIVE-14514 caveat in its source). So the insert file of an UPDATE carries the *delete* file's user
     metadata: `hive.acid.stats` = "0,0,<deletes>" although it holds only insert events. Hive's readers ignore the
-    stats of insert files; `acid read` must read such files too (they are in every Hive 2.3 table that saw an UPDATE)."""
+    stats of insert files; `acid read` must read such files too (every Hive 2.3 table that saw an UPDATE has them)."""
     insert_file = world.snapshots[key].path / "delta_0000002_0000002_0000" / "bucket_00000"
     with insert_file.open("rb") as stream:
         reader = pyorc.Reader(stream)
@@ -491,6 +495,16 @@ def test_acid_inspect_console_command_agrees_with_hive23(world):
     assert document["base"] == hive_state["base"]
     assert document["deltas"] == hive_state["deltas"]
     assert document["obsolete"] == hive_state["obsolete"]
+
+
+def test_harness_command_line_reads_several_directories(world, hive):
+    """The harness's own command line (`read DIR DIR --columns ... --hwm/--exceptions/--min-open --mode`), one JVM."""
+    plain, mixed = world.snapshots["hive_plain@2open"], world.snapshots["mixed"]
+    rows = hive.run(["read", str(plain.path), str(mixed.path), "--columns", "id:int,name:string",
+                     "--hwm", "3", "--exceptions", "2", "--min-open", "2", "--mode", "row"])
+    # Under that list, the mixed table keeps only Hive's (1, "b"): write 2 (ours) is open, write 3 deleted (1, "a").
+    mixed_row = {"row__id": {"writeid": 1, "bucketid": 0, "rowid": 1}, "id": 2, "name": "b"}
+    assert sort_rows(rows) == sort_rows(hive_rows(world, "hive_plain@2open", "row") + [mixed_row])
 
 
 def test_the_module_starts_few_jvms(world):
