@@ -19,6 +19,10 @@ class NotEnoughHistoryError(AcidError):
     """No base is usable for the snapshot and the deltas needed to rebuild it were compacted away (Hive's ACID_NOT_ENOUGH_HISTORY)."""
 
 
+class LayoutError(AcidError):
+    """A directory is not laid out as a partition of an ACID table (for instance, the root of a partitioned table)."""
+
+
 class CorruptFileError(AcidError):
     """A data file cannot be read: truncated, not ORC, or damaged."""
 

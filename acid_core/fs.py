@@ -7,12 +7,10 @@ file.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import posixpath
 import uuid
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -142,17 +140,6 @@ class FileSystem:
             return
         except OSError as exc:
             raise _wrap("delete directory", path, exc) from exc
-
-    @contextlib.contextmanager
-    def hidden_temp_dir(self, parent: str, final_name: str) -> Iterator[str]:
-        """A hidden scratch directory beside `final_name`; removed on error, left for the caller to rename on success."""
-        temp = self.join(parent, f".{final_name}.tmp-{uuid.uuid4().hex[:12]}")
-        self.make_dirs(temp)
-        try:
-            yield temp
-        except BaseException:
-            self.delete_dir(temp)
-            raise
 
     def write_atomically(self, path: str, data: bytes) -> None:
         """Write a small file through a hidden temporary name and rename it into place."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from acid_core.errors import FileSystemError, NotEnoughHistoryError
+from acid_core.errors import FileSystemError, LayoutError, NotEnoughHistoryError
 from acid_core.fs import FileEntry, FileSystem
 from acid_core.layout import (ParsedBase, ParsedDelta, METADATA_FILE, is_hidden, parse_directory)
 from acid_core.validity import RangeResponse, ValidTxnList, ValidWriteIdList
@@ -76,14 +76,23 @@ def _read_compacted_marker(fs: FileSystem, path: str) -> bool:
     return isinstance(document, dict) and document.get("dataFormat") == "compacted"
 
 
-def _list_files_recursively(fs: FileSystem, root: str, prefix: str) -> list[FileEntry]:
+def _list_files_recursively(fs: FileSystem, root: str, prefix: str, location: str) -> list[FileEntry]:
+    """Original files below a non-ACID subdirectory.
+
+    Raises:
+        LayoutError: the subdirectory holds ACID directories, so `location` is a partitioned table's root (or deeper
+            layout mistake) rather than a partition: reading its event files as original files would be wrong.
+    """
     found = []
     for entry in fs.list_dir(root):
         if is_hidden(entry.name):
             continue
         relative = f"{prefix}/{entry.name}" if prefix else entry.name
         if entry.is_dir:
-            found.extend(_list_files_recursively(fs, entry.path, relative))
+            if parse_directory(entry.name) is not None:
+                raise LayoutError(f"{location!r} is not a partition directory: its subdirectory {relative!r} is an ACID "
+                                  "directory; point at a partition (e.g. <table>/<key>=<value>) instead")
+            found.extend(_list_files_recursively(fs, entry.path, relative, location))
         else:
             found.append(FileEntry(relative, entry.path, False, entry.size))
     return found
@@ -106,7 +115,7 @@ def list_partition(fs: FileSystem, location: str) -> PartitionListing:
             continue
         parsed = parse_directory(entry.name)
         if parsed is None:
-            original_dir_files.extend(_list_files_recursively(fs, entry.path, entry.name))
+            original_dir_files.extend(_list_files_recursively(fs, entry.path, entry.name, location))
             entries.append(ListedEntry(entry.name, True))
             continue
         children = tuple(fs.list_dir(entry.path))

@@ -137,6 +137,14 @@ def _split_tail(fields: list[str], source: str) -> dict:
     return {"high_watermark": high, "open_ids": open_ids, "aborted_ids": aborted, "min_open": min_open}
 
 
+def _build(cls, source: str, **fields):
+    """Construct a parsed list, naming the source string in any inconsistency the constructor finds."""
+    try:
+        return cls(**fields)
+    except InvalidValidityListError as exc:
+        raise InvalidValidityListError(f"{source!r}: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class ValidTxnList(_IdList):
     """Hive's ValidReadTxnList: which global transactions a snapshot sees."""
@@ -146,7 +154,7 @@ class ValidTxnList(_IdList):
         """Parse Hive's string form; None or "" means everything is committed."""
         if not text:
             return cls()
-        return cls(**_split_tail(text.split(":"), text))
+        return _build(cls, text, **_split_tail(text.split(":"), text))
 
     def __str__(self) -> str:
         return self._tail()
@@ -170,7 +178,8 @@ class ValidWriteIdList(_IdList):
         table, _, rest = text.partition(":")
         if not rest:
             raise InvalidValidityListError(f"{text!r}: expected <db.table>:<hwm>:<minOpen>:<open ids>:<aborted ids>")
-        return cls(table_name=None if table.lower() == "null" else table, **_split_tail(rest.split(":"), text))
+        return _build(cls, text, table_name=None if table.lower() == "null" else table,
+                      **_split_tail(rest.split(":"), text))
 
     def is_valid_base(self, write_id: int) -> bool:
         """A compacted base is usable if no write id at or below it is still open (Hive's isValidBase)."""

@@ -1,12 +1,16 @@
 """The embedded writer (no Spark): inserts into `delta_w_w_s`, deletes by ROW__ID into `delete_delta_w_w_s`, updates
 as split-update (both), in partition directories `k=v`, one bucket file per bucket.
 
-Files are written into a hidden temporary directory and renamed into place, so a crash never leaves a half-written
-visible file. Write ids come from the caller (the metastore hands them out); the writer does not commit anything.
+Every value is checked against its column type first; then all directories of one write are staged under hidden
+names in the table location and renamed into place only when all of them are complete, so a bad row or a crash never
+leaves a half-written visible file (nor half of a split-update). Write ids come from the caller (the metastore hands
+them out); the writer does not commit anything.
 """
 
 from __future__ import annotations
 
+import decimal
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -16,6 +20,7 @@ from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_na
 from acid_core.orc_events import (DEFAULT_STRIPE_ROWS, DELETE_OPERATION, INSERT_OPERATION, Column, EventFileWriter,
                                   parse_columns)
 from acid_core.rowid import RowId, decode_bucket_id, encode_bucket
+from acid_core.values import value_check
 
 BucketFunction = Callable[[tuple], int]
 
@@ -40,6 +45,7 @@ class EmbeddedWriter:
             fs, location = FileSystem.resolve(location)
         self.fs, self.location = fs, location.rstrip("/") or "/"
         self.columns = parse_columns(columns)
+        self._checks = [(i, c.name, check) for i, c in enumerate(self.columns) if (check := value_check(c.type))]
         self.partition_keys = tuple(key.lower() for key in partition_keys)
         if bucket_count is not None and not 1 <= bucket_count <= 4096:
             raise InvalidRowError(f"bucket count {bucket_count} must be in 1..4096")
@@ -73,11 +79,18 @@ class EmbeddedWriter:
             if unknown:
                 raise InvalidRowError(f"row {index}: unknown columns {sorted(unknown)}; table columns are "
                                       f"{[c.name for c in self.columns]}")
-            return tuple(row.get(c.name) for c in self.columns)
+            return self._checked(tuple(row.get(c.name) for c in self.columns), index)
         values = tuple(row)
         if len(values) != len(self.columns):
             raise InvalidRowError(f"row {index} has {len(values)} values, the table has {len(self.columns)} columns "
                                   f"({[c.name for c in self.columns]})")
+        return self._checked(values, index)
+
+    def _checked(self, values: tuple, index: int) -> tuple:
+        for position, name, check in self._checks:
+            value = values[position]
+            if value is not None and (problem := check(value)) is not None:
+                raise InvalidRowError(f"row {index}, column {name!r}: {problem}")
         return values
 
     def _bucket_of(self, row: tuple, writer_id: int) -> int:
@@ -114,33 +127,62 @@ class EmbeddedWriter:
             by_bucket.setdefault(decode_bucket_id(row_id.bucket_property), []).append(event)
         return by_bucket
 
-    def _write_directory(self, parent: str, name: str, files: dict[int, list[tuple]], operation: int) -> str:
-        """Write all bucket files of one delta directory through a hidden temp directory, then move them into place."""
-        self.fs.make_dirs(parent)
-        final = self.fs.join(parent, name)
-        with self.fs.hidden_temp_dir(parent, name) as temp:
+    def _stage(self, name: str, files: dict[int, list[tuple]], operation: int) -> str:
+        """Write all bucket files of one directory under a hidden name in the table location; removed on failure."""
+        self.fs.make_dirs(self.location)
+        temp = self.fs.join(self.location, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+        self.fs.make_dirs(temp)
+        try:
             for bucket, events in files.items():
                 with self.fs.open_output(self.fs.join(temp, bucket_file_name(bucket))) as stream:
                     writer = EventFileWriter(stream, self.columns, compression=self.compression,
                                              stripe_rows=self.stripe_rows)
                     try:
                         writer.write(events, operation=operation)
-                    except (TypeError, ValueError, OverflowError) as exc:
+                    except (TypeError, ValueError, OverflowError, decimal.DecimalException) as exc:
                         raise InvalidRowError(f"{name}/{bucket_file_name(bucket)}: a row does not fit the columns "
                                               f"{[(c.name, c.type) for c in self.columns]}: {exc}") from exc
                     writer.close()
             self.fs.write_atomically(self.fs.join(temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
-            if not self.fs.exists(final):
-                self.fs.rename(temp, final)
-                return final
-            for bucket in files:  # another writer of the same statement made the directory: add our buckets
-                target = self.fs.join(final, bucket_file_name(bucket))
-                if self.fs.exists(target):
-                    raise AcidError(f"{target} already exists: write id and statement id were used twice")
-            for bucket in files:
-                self.fs.rename(self.fs.join(temp, bucket_file_name(bucket)), self.fs.join(final, bucket_file_name(bucket)))
+        except BaseException:
             self.fs.delete_dir(temp)
+            raise
+        return temp
+
+    def _check_free(self, parent: str, name: str, buckets) -> None:
+        final = self.fs.join(parent, name)
+        for bucket in buckets:
+            target = self.fs.join(final, bucket_file_name(bucket))
+            if self.fs.exists(target):
+                raise AcidError(f"{target} already exists: write id and statement id were used twice")
+
+    def _publish(self, temp: str, parent: str, name: str, buckets) -> str:
+        """Move a staged directory into place (or its bucket files into a directory another writer made)."""
+        self.fs.make_dirs(parent)
+        final = self.fs.join(parent, name)
+        if not self.fs.exists(final):
+            self.fs.rename(temp, final)
+            return final
+        for bucket in buckets:
+            self.fs.rename(self.fs.join(temp, bucket_file_name(bucket)), self.fs.join(final, bucket_file_name(bucket)))
+        self.fs.delete_dir(temp)
         return final
+
+    def _write(self, parent: str, directories: list[tuple[str, dict[int, list[tuple]], int]]) -> tuple[str, ...]:
+        """Stage every directory of one write, check none collides, then publish them all."""
+        staged: list[str] = []
+        try:
+            for name, files, _ in directories:
+                self._check_free(parent, name, files)
+            for name, files, operation in directories:
+                staged.append(self._stage(name, files, operation))
+            for name, files, _ in directories:
+                self._check_free(parent, name, files)
+        except BaseException:
+            for temp in staged:
+                self.fs.delete_dir(temp)
+            raise
+        return tuple(self._publish(temp, parent, name, files) for temp, (name, files, _) in zip(staged, directories))
 
     def insert(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]], *, write_id: int, statement_id: int = 0,
                partition: Mapping[str, Any] | None = None, writer_id: int = 0) -> WriteResult:
@@ -157,8 +199,8 @@ class EmbeddedWriter:
         if not events:
             return WriteResult(())
         name = delta_dir_name(write_id, write_id, statement_id=statement_id)
-        path = self._write_directory(parent, name, events, INSERT_OPERATION)
-        return WriteResult((path,), inserted=sum(map(len, events.values())))
+        paths = self._write(parent, [(name, events, INSERT_OPERATION)])
+        return WriteResult(paths, inserted=sum(map(len, events.values())))
 
     def delete(self, row_ids: Iterable[RowId], *, write_id: int, statement_id: int = 0,
                partition: Mapping[str, Any] | None = None) -> WriteResult:
@@ -168,8 +210,8 @@ class EmbeddedWriter:
         if not events:
             return WriteResult(())
         name = delta_dir_name(write_id, write_id, statement_id=statement_id, delete=True)
-        path = self._write_directory(parent, name, events, DELETE_OPERATION)
-        return WriteResult((path,), deleted=sum(map(len, events.values())))
+        paths = self._write(parent, [(name, events, DELETE_OPERATION)])
+        return WriteResult(paths, deleted=sum(map(len, events.values())))
 
     def update(self, row_ids: Sequence[RowId], new_rows: Sequence[Sequence[Any] | Mapping[str, Any]], *,
                write_id: int, statement_id: int = 0, partition: Mapping[str, Any] | None = None,
@@ -178,11 +220,13 @@ class EmbeddedWriter:
         if len(row_ids) != len(new_rows):
             raise InvalidRowError(f"update got {len(row_ids)} row ids but {len(new_rows)} new rows")
         parent = self.partition_location(partition)
-        inserts = self._insert_events(new_rows, write_id, statement_id, writer_id)  # validate before writing anything
-        deleted = self.delete(row_ids, write_id=write_id, statement_id=statement_id, partition=partition)
-        if not inserts:
-            return deleted
-        name = delta_dir_name(write_id, write_id, statement_id=statement_id)
-        path = self._write_directory(parent, name, inserts, INSERT_OPERATION)
-        return WriteResult(deleted.directories + (path,), inserted=sum(map(len, inserts.values())),
-                           deleted=deleted.deleted)
+        inserts = self._insert_events(new_rows, write_id, statement_id, writer_id)
+        deletes = self._delete_events(row_ids, write_id)
+        directories = []
+        if deletes:
+            directories.append((delta_dir_name(write_id, write_id, statement_id=statement_id, delete=True), deletes,
+                                DELETE_OPERATION))
+        if inserts:
+            directories.append((delta_dir_name(write_id, write_id, statement_id=statement_id), inserts, INSERT_OPERATION))
+        paths = self._write(parent, directories) if directories else ()
+        return WriteResult(paths, inserted=sum(map(len, inserts.values())), deleted=sum(map(len, deletes.values())))

@@ -5,7 +5,6 @@ A reader must never "repair" a table: the recursive listing (names and sizes) is
 
 from __future__ import annotations
 
-import io
 import os
 import random
 from pathlib import Path
@@ -18,8 +17,8 @@ import pytest
 from acid_core.errors import (AcidError, CorruptFileError, FileSystemError, InvalidNameError,
                               InvalidValidityListError, SchemaMismatchError, UnsortedEventsError)
 from acid_core.merge import read_snapshot
-from acid_core.orc_events import INSERT_OPERATION, EventFile, EventFileWriter, event_schema, parse_columns
 from acid_core.fs import FileSystem
+from acid_core.orc_events import EventFile, event_schema, parse_columns
 from acid_core.rowid import RowId
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidTxnList, ValidWriteIdList
@@ -156,6 +155,13 @@ def test_insert_file_with_update_events_is_refused(table):
     _expect_failure(table, SchemaMismatchError, str(path))
 
 
+def test_insert_file_whose_stats_count_an_update_but_holds_only_inserts(table):
+    """Hive 2.x counts an UPDATE's delete half in the insert file's stats (HIVE-17284); the operation column decides."""
+    path = table / "delta_0000003_0000003_0000" / "bucket_00000"
+    _raw_event_file(path, [(0, 3, B0, 0, 3, (100, "new"))], {"hive.acid.stats": b"1,0,1"})
+    assert sorted(read_snapshot(str(table)).column("id").to_pylist()) == [i for i in range(50) if i != 3] + [100]
+
+
 def test_unsorted_insert_file_on_the_sort_merge_path(table):
     path = table / "delta_0000003_0000003_0000" / "bucket_00000"
     _raw_event_file(path, [(0, 3, B0, 1, 3, (1, "b")), (0, 3, B0, 0, 3, (0, "a"))], {"hive.acid.stats": b"2,0,0"})
@@ -227,7 +233,7 @@ def test_malformed_write_id_lists(text):
 def test_malformed_txn_lists(text):
     with pytest.raises(InvalidValidityListError) as caught:
         ValidTxnList.parse(text)
-    assert text in str(caught.value) or text.split(":")[0] in str(caught.value)
+    assert text in str(caught.value)
 
 
 def test_event_file_on_garbage_names_the_path(tmp_path):
@@ -246,10 +252,17 @@ def test_writer_refuses_a_location_it_cannot_create(tmp_path):
     assert blocker.read_text() == "x" and sorted(os.listdir(tmp_path)) == ["blocker"]
 
 
-def test_event_writer_into_a_closed_stream_is_not_silent():
-    stream = io.BytesIO()
-    stream.close()
-    with pytest.raises(Exception):
-        writer = EventFileWriter(stream, parse_columns(COLUMNS))
-        writer.write([(INSERT_OPERATION, 1, B0, 0, 1, (1, "a"))], operation=INSERT_OPERATION)
-        writer.close()
+
+def test_reading_the_root_of_a_partitioned_table_is_refused(tmp_path):
+    """`ds=a/` holds ACID directories: reading the table root would treat its event files as original files,
+    resurrecting deleted rows with made-up ROW__IDs and turning delete events into all-NULL rows."""
+    root = tmp_path / "t"
+    writer = EmbeddedWriter(str(root), columns=COLUMNS, partition_keys=["ds"])
+    writer.insert([(1, "a"), (2, "b")], write_id=1, partition={"ds": "a"})
+    writer.delete([RowId(1, B0, 0)], write_id=2, partition={"ds": "a"})
+    assert read_snapshot(str(root / "ds=a")).to_pylist() == [{"id": 2, "name": "b"}]
+    before = tree(root)
+    with pytest.raises(AcidError) as caught:
+        read_snapshot(str(root))
+    assert "ds=a" in str(caught.value) or str(root) in str(caught.value)
+    assert tree(root) == before

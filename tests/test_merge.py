@@ -180,12 +180,13 @@ def test_order_by_row_id_without_projecting_it(random_table):
 
 # --- bases, original files -----------------------------------------------------------------------------------------
 
-def _write_event_dir(directory: Path, events_by_bucket: dict[int, list[tuple]], columns=COLUMNS) -> None:
+def _write_event_dir(directory: Path, events_by_bucket: dict[int, list[tuple]], columns=COLUMNS, *,
+                     stripe_rows: int = 1_000_000) -> None:
     """A base or delta directory written with the raw event writer (as a compactor or streaming writer would)."""
     directory.mkdir(parents=True)
     for bucket, events in events_by_bucket.items():
         with open(directory / f"bucket_{bucket:05d}", "wb") as stream:
-            writer = EventFileWriter(stream, parse_columns(columns))
+            writer = EventFileWriter(stream, parse_columns(columns), stripe_rows=stripe_rows)
             writer.write(events, operation=INSERT_OPERATION)
             writer.close()
     (directory / ACID_FORMAT_FILE).write_text("2")
@@ -349,6 +350,25 @@ def test_streaming_delta_with_an_open_write_id_in_the_middle(tmp_path):
     for delete_path in DELETE_PATHS.values():
         result = _read(tmp_path, Snapshot(13, open=frozenset({11})), max_delete_events_in_memory=delete_path)
         assert result == {k: v for k, v in expected.items() if k != (12, B0, 1)}
+
+
+def test_multi_stripe_streaming_delta(tmp_path):
+    """Stripes that mix write ids, one of them open, with deletes spread over all of them."""
+    model = TableModel()
+    events = []
+    for write_id in (10, 11, 12):
+        rows = [(write_id * 10_000 + i, None, float(i)) for i in range(1100)]
+        for (owid, bucket, row_id), row in zip(model.insert(rows, write_id=write_id), rows):
+            events.append((INSERT_OPERATION, owid, bucket, row_id, write_id, row))
+    _write_event_dir(tmp_path / "delta_0000010_0000012", {0: events}, stripe_rows=1024)
+    assert pa_orc.ORCFile(str(tmp_path / "delta_0000010_0000012" / "bucket_00000")).nstripes == 4
+    doomed = [(w, B0, r) for w in (10, 11, 12) for r in range(0, 1100, 7)]
+    EmbeddedWriter(str(tmp_path), columns=COLUMNS, stripe_rows=1024).delete([RowId(*k) for k in doomed], write_id=13)
+    model.delete(doomed, write_id=13)
+    for snapshot in (Snapshot(13, open=frozenset({11})), Snapshot(13, aborted=frozenset({10, 13})), Snapshot(12),
+                     Snapshot(13, open=frozenset({12, 13}))):
+        for delete_path in DELETE_PATHS.values():
+            assert _read(tmp_path, snapshot, max_delete_events_in_memory=delete_path) == model.visible(snapshot)
 
 
 def test_reading_changes_nothing(random_table):

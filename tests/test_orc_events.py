@@ -302,6 +302,18 @@ def test_reader_stops_at_the_side_file_length(tmp_path):
     assert read_snapshot(str(tmp_path), write_ids=snapshot).num_rows == 0
 
 
+def test_side_file_length_on_both_delete_paths(tmp_path):
+    delta = tmp_path / "delta_0000010_0000012"
+    _, flushed = _streaming_file_with_tail(delta / "bucket_00000")
+    (delta / "bucket_00000_flush_length").write_bytes(_longs(0, flushed[0], flushed[1]))
+    EmbeddedWriter(str(tmp_path), columns=[("id", "int")]).delete(
+        [RowId(10, B0, 0), RowId(11, B0, 1023), RowId(12, B0, 0)], write_id=13)
+    expected = [100_000 + i for i in range(1, 1024)] + [110_000 + i for i in range(1023)]
+    for delete_path in (10_000_000, 0):
+        result = read_snapshot(str(tmp_path), order_by_row_id=True, max_delete_events_in_memory=delete_path)
+        assert result.column("id").to_pylist() == expected
+
+
 def test_complete_file_with_garbage_tail_and_side_file(tmp_path):
     delta = tmp_path / "delta_0000010_0000012"
     bucket = delta / "bucket_00000"

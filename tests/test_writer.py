@@ -6,6 +6,8 @@ directory (the writer stages everything under a hidden name and renames it into 
 
 from __future__ import annotations
 
+import decimal
+
 import pyarrow.orc as pa_orc
 import pytest
 
@@ -183,6 +185,42 @@ def test_second_writer_of_a_statement_adds_its_own_bucket(tmp_path):
     assert _read(tmp_path) == {(1, B0, 0): (0, "even"), (1, B1, 0): (1, "odd")}
 
 
+def test_unbucketed_table_writes_one_file_per_writer(tmp_path):
+    """Hive's parallel tasks of one statement each write `bucket_<writer id>` with that id in the bucket property."""
+    writer = EmbeddedWriter(str(tmp_path), columns=COLUMNS)
+    writer.insert([(1, "a"), (2, "b")], write_id=1)
+    writer.insert([(3, "c")], write_id=1, writer_id=3)
+    writer.insert([(4, "d")], write_id=2, statement_id=1, writer_id=4095)
+    delta = tmp_path / "delta_0000001_0000001_0000"
+    assert sorted(p.name for p in delta.iterdir()) == ["_orc_acid_version", "bucket_00000", "bucket_00003"]
+    assert [p.name for p in (tmp_path / "delta_0000002_0000002_0001").iterdir() if p.name.startswith("bucket")] == [
+        "bucket_04095"]
+    assert _read(tmp_path) == {(1, B0, 0): (1, "a"), (1, B0, 1): (2, "b"), (1, v1_bucket_property(3), 0): (3, "c"),
+                               (2, v1_bucket_property(4095, 1), 0): (4, "d")}
+    writer.delete([RowId(1, v1_bucket_property(3), 0), RowId(1, B0, 1)], write_id=3)
+    assert sorted(p.name for p in (tmp_path / "delete_delta_0000003_0000003_0000").iterdir()) == [
+        "_orc_acid_version", "bucket_00000", "bucket_00003"]
+    assert _read(tmp_path) == {(1, B0, 0): (1, "a"), (2, v1_bucket_property(4095, 1), 0): (4, "d")}
+    writer.update([RowId(1, B0, 0)], [(1, "A")], write_id=4, writer_id=2)
+    assert _read(tmp_path, write_ids=None)[(4, v1_bucket_property(2), 0)] == (1, "A")
+
+
+@pytest.mark.parametrize("writer_id", [4096, -1])
+def test_writer_id_out_of_range(tmp_path, writer_id):
+    with pytest.raises(AcidError, match=str(writer_id)):
+        EmbeddedWriter(str(tmp_path), columns=COLUMNS).insert([(1, "a")], write_id=1, writer_id=writer_id)
+    assert tree(tmp_path) == []
+
+
+@pytest.mark.parametrize("bucket_count", [1, 2])
+def test_writer_id_is_refused_for_a_bucketed_table(tmp_path, bucket_count):
+    writer = EmbeddedWriter(str(tmp_path), columns=COLUMNS, bucket_count=bucket_count,
+                            bucket_function=lambda row: row[0] % bucket_count)
+    with pytest.raises(InvalidRowError, match="writer id 1"):
+        writer.insert([(1, "a")], write_id=1, writer_id=1)
+    assert tree(tmp_path) == []
+
+
 # --- bad rows: an InvalidRowError and no trace ---------------------------------------------------------------------
 
 BAD_ROWS = {
@@ -237,6 +275,23 @@ def test_integers_at_the_edge_of_the_range_round_trip(tmp_path, column_type, val
     assert read_snapshot(str(tmp_path)).column("v").to_pylist() == [value]
 
 
+@pytest.mark.parametrize("value", [decimal.Decimal("100000000.00"), decimal.Decimal("123456789.5")])
+def test_decimal_wider_than_the_column_is_a_bad_row(tmp_path, value):
+    """decimal(10,2) holds at most 8 integer digits; a wider value must be an InvalidRowError, not a bare
+    decimal.InvalidOperation escaping the AcidError hierarchy."""
+    writer = EmbeddedWriter(str(tmp_path), columns=[("v", "decimal(10,2)")])
+    with pytest.raises(InvalidRowError):
+        writer.insert([(value,)], write_id=1)
+    assert tree(tmp_path) == []
+
+
+def test_decimal_within_the_column_rounds_half_up(tmp_path):
+    writer = EmbeddedWriter(str(tmp_path), columns=[("v", "decimal(10,2)")])
+    writer.insert([(decimal.Decimal("99999999.99"),), (decimal.Decimal("1.255"),)], write_id=1)
+    assert read_snapshot(str(tmp_path), order_by_row_id=True).column("v").to_pylist() == [
+        decimal.Decimal("99999999.99"), decimal.Decimal("1.26")]
+
+
 def test_bad_row_in_a_partitioned_table_leaves_no_partition_directory(tmp_path):
     writer = EmbeddedWriter(str(tmp_path), columns=COLUMNS, partition_keys=["ds"])
     with pytest.raises(InvalidRowError):
@@ -262,6 +317,17 @@ def test_update_with_a_bad_new_row_changes_nothing(tmp_path):
         writer.update([RowId(1, B0, 0)], [("not an int", "a")], write_id=2)
     assert tree(tmp_path) == before
     assert _read(tmp_path) == {(1, B0, 0): (1, "a"), (1, B0, 1): (2, "b")}
+
+
+def test_update_into_a_statement_already_used_changes_nothing(tmp_path):
+    """Write 2 statement 0 already inserted; an update reusing that statement is refused as a whole, delete half too."""
+    writer = EmbeddedWriter(str(tmp_path), columns=COLUMNS)
+    writer.insert([(1, "a")], write_id=1)
+    writer.insert([(2, "b")], write_id=2)
+    before = tree(tmp_path)
+    with pytest.raises(AcidError, match="delta_0000002_0000002_0000"):
+        writer.update([RowId(1, B0, 0)], [(1, "A")], write_id=2)
+    assert tree(tmp_path) == before
 
 
 def test_update_with_a_wrong_arity_row_changes_nothing(tmp_path):
