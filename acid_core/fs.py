@@ -151,7 +151,11 @@ class FileSystem:
         except OSError as exc:
             self.delete_file(temp)
             raise _wrap("write", path, exc) from exc
-        self.rename(temp, path)
+        try:
+            self.rename(temp, path)
+        except FileSystemError:
+            self.delete_file(temp)
+            raise
 
     def open_output(self, path: str) -> pa.NativeFile:
         try:

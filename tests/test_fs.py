@@ -1,0 +1,48 @@
+"""The filesystem module: paths and URIs resolve alike; errors name the path; nothing escapes a table location."""
+
+from __future__ import annotations
+
+import pytest
+
+from acid_core.errors import FileSystemError, PathOutsideTableError
+from acid_core.fs import FileSystem, ensure_inside
+from acid_core.merge import read_snapshot
+from acid_core.state import get_acid_state
+from acid_core.validity import ValidWriteIdList
+from acid_core.writer import EmbeddedWriter
+
+
+def test_file_uri_and_plain_path_see_the_same_table(tmp_path):
+    uri = f"file://{tmp_path}/t"
+    EmbeddedWriter(uri, columns=[("id", "int")]).insert([(1,), (2,)], write_id=1)
+    assert (tmp_path / "t" / "delta_0000001_0000001_0000" / "bucket_00000").is_file()
+    ids = ValidWriteIdList.parse("db.t:1:9223372036854775807::")
+    assert get_acid_state(uri, write_ids=ids).to_json() == get_acid_state(str(tmp_path / "t"), write_ids=ids).to_json()
+    assert read_snapshot(uri).to_pylist() == read_snapshot(str(tmp_path / "t")).to_pylist() == [{"id": 1}, {"id": 2}]
+
+
+def test_listing_a_missing_directory_names_it(tmp_path):
+    fs = FileSystem()
+    with pytest.raises(FileSystemError, match="nowhere"):
+        fs.list_dir(str(tmp_path / "nowhere"))
+
+
+def test_atomic_write_leaves_no_temp_and_refuses_to_replace(tmp_path):
+    fs = FileSystem()
+    target = str(tmp_path / "f")
+    fs.write_atomically(target, b"2")
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]
+    with pytest.raises(FileSystemError, match="already exists"):
+        fs.write_atomically(target, b"3")
+    assert (tmp_path / "f").read_bytes() == b"2"
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+@pytest.mark.parametrize("path", ["/w/t/../u", "/w/other", "/w/t/../../etc"])
+def test_paths_outside_the_table_are_refused(path):
+    with pytest.raises(PathOutsideTableError, match="outside the table location"):
+        ensure_inside("/w/t", path)
+
+
+def test_paths_inside_the_table_are_normalised():
+    assert ensure_inside("/w/t", "/w/t/p=1/./delta_1_1") == "/w/t/p=1/delta_1_1"
