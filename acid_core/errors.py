@@ -53,3 +53,51 @@ class PathOutsideTableError(AcidError):
 
 class UsageError(AcidError):
     """A command-line invocation is malformed."""
+
+
+class MetastoreError(AcidError):
+    """A metastore operation failed; the database transaction was rolled back."""
+
+
+class MetastoreUnavailableError(MetastoreError):
+    """The metastore database cannot be reached or the connection was lost mid-operation."""
+
+
+class NoSuchTxnError(MetastoreError):
+    """No transaction with that id exists (never opened, or already committed and forgotten)."""
+
+
+class TxnStateError(MetastoreError):
+    """The transaction is not in the state the operation needs (e.g. committing an aborted one)."""
+
+
+class TxnAbortedError(TxnStateError):
+    """The transaction was aborted (by a client, a timeout or a conflict)."""
+
+
+class WriteConflictError(TxnAbortedError):
+    """First committer wins: another transaction updated or deleted in the same partition and committed first."""
+
+
+class LockTimeoutError(MetastoreError):
+    """A lock could not be acquired within the requested time; the request was withdrawn."""
+
+
+class NoSuchLockError(MetastoreError):
+    """No lock with that id exists (released, or expired for lack of heartbeats)."""
+
+
+class NoSuchObjectError(MetastoreError):
+    """An unknown database, table or partition."""
+
+
+class AlreadyExistsError(MetastoreError):
+    """A database, table or partition with that name already exists."""
+
+
+class NotTransactionalError(MetastoreError):
+    """The table is not a full ACID table (TBLPROPERTIES 'transactional'='true')."""
+
+
+class CompactionStateError(MetastoreError):
+    """The compaction is not in the state the operation needs."""

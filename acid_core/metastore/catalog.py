@@ -1,0 +1,430 @@
+"""The table catalog: databases, tables (columns, partition keys, buckets, location, properties) and partitions.
+
+Names are Hive identifiers (letters, digits, underscore), stored lower-case, so a name can never escape the warehouse
+as a path. Table properties keep their keys as given; look-ups of the ACID switches are case-insensitive as in Hive.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from acid_core.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError, NotTransactionalError
+from acid_core.layout import parse_partition_dir_name, partition_dir_name
+from acid_core.metastore import schema as s
+from acid_core.metastore.engine import Database
+from acid_core.orc_events import Column, parse_columns
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DEFAULT_DATABASE = "default"
+
+
+def check_identifier(name: str, what: str) -> str:
+    """A lower-cased Hive identifier.
+
+    Raises:
+        MetastoreError: the name has characters other than letters, digits and underscores (or is too long).
+    """
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or len(name) > 128:
+        raise MetastoreError(f"{what} name {name!r} is not valid: use letters, digits and underscores "
+                             "(starting with a letter or underscore), at most 128 characters")
+    return name.lower()
+
+
+def _param(params: Mapping[str, str], key: str) -> str | None:
+    for name, value in params.items():
+        if name.lower() == key.lower():
+            return value
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseInfo:
+    name: str
+    location: str
+    description: str | None
+    create_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """A table's definition as the catalog records it."""
+
+    database: str
+    name: str
+    location: str
+    columns: tuple[Column, ...]
+    partition_keys: tuple[Column, ...] = ()
+    bucket_columns: tuple[str, ...] = ()
+    num_buckets: int = -1
+    params: Mapping[str, str] = field(default_factory=dict)
+    comment: str | None = None
+    owner: str | None = None
+    create_time_ms: int = 0
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.database}.{self.name}"
+
+    def param(self, key: str) -> str | None:
+        """A table property, key matched case-insensitively."""
+        return _param(self.params, key)
+
+    @property
+    def is_transactional(self) -> bool:
+        """A full ACID table: 'transactional'='true' and not insert-only."""
+        return ((self.param("transactional") or "").lower() == "true"
+                and (self.param("transactional_properties") or "default").lower() != "insert_only")
+
+    @property
+    def no_auto_compaction(self) -> bool:
+        return (self.param("no_auto_compaction") or "").lower() == "true"
+
+    @property
+    def bucketing_version(self) -> int:
+        return int(self.param("bucketing_version") or 2)
+
+    def partition_name(self, spec: Mapping[str, object]) -> str | None:
+        """The `k=v/...` name of a full partition spec (None for an unpartitioned table).
+
+        Raises:
+            MetastoreError: the spec does not give exactly the table's partition keys, or a value is empty.
+        """
+        keys = [k.name for k in self.partition_keys]
+        given = {str(k).lower(): v for k, v in (spec or {}).items()}
+        if not keys:
+            if given:
+                raise MetastoreError(f"table {self.full_name} is not partitioned, got partition spec {dict(spec)!r}")
+            return None
+        if sorted(given) != sorted(keys):
+            raise MetastoreError(f"partition spec {dict(spec or {})!r} for {self.full_name} must give exactly the "
+                                 f"partition keys {keys}")
+        for key in keys:
+            if given[key] is None or str(given[key]) == "":
+                raise MetastoreError(f"partition spec for {self.full_name}: key {key!r} has an empty value")
+        return partition_dir_name({key: str(given[key]) for key in keys})
+
+    def partition_location(self, partition_name: str | None) -> str:
+        return self.location if partition_name is None else posixpath.join(self.location, partition_name)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    database: str
+    table: str
+    name: str
+    location: str
+    create_time_ms: int
+
+    @property
+    def spec(self) -> dict[str, str]:
+        return parse_partition_dir_name(self.name)
+
+
+class Catalog:
+    """Databases, tables and partitions."""
+
+    def __init__(self, db: Database, warehouse: str) -> None:
+        self.db = db
+        self.warehouse = warehouse.rstrip("/")
+
+    def _next(self, conn: Connection, sequence: str) -> int:
+        st = s.sequence_table.c
+        return conn.execute(s.sequence_table.update().where(st.SEQUENCE_NAME == sequence)
+                            .values(NEXT_VAL=st.NEXT_VAL + 1).returning(st.NEXT_VAL)).scalar_one() - 1
+
+    # --- databases -------------------------------------------------------------------------------------------------
+    def default_database_location(self, name: str) -> str:
+        return self.warehouse if name == DEFAULT_DATABASE else posixpath.join(self.warehouse, f"{name}.db")
+
+    def create_database(self, name: str, *, location: str | None = None, description: str | None = None,
+                        if_not_exists: bool = False) -> DatabaseInfo:
+        name = check_identifier(name, "database")
+
+        def create(conn: Connection) -> DatabaseInfo:
+            row = conn.execute(sa.select(s.dbs).where(s.dbs.c.NAME == name)).first()
+            if row is not None:
+                if if_not_exists:
+                    return DatabaseInfo(row.NAME, row.DB_LOCATION_URI, row.DESC, row.CREATE_TIME)
+                raise AlreadyExistsError(f"database {name!r} already exists")
+            info = DatabaseInfo(name, location or self.default_database_location(name), description,
+                                self.db.clock.now_ms())
+            conn.execute(s.dbs.insert().values(DB_ID=self._next(conn, "DBS"), NAME=name, DB_LOCATION_URI=info.location,
+                                               DESC=description, CREATE_TIME=info.create_time_ms))
+            return info
+
+        return self.db.run(f"create database {name}", create)
+
+    def _database_row(self, conn: Connection, name: str):
+        row = conn.execute(sa.select(s.dbs).where(s.dbs.c.NAME == name)).first()
+        if row is None:
+            raise NoSuchObjectError(f"database {name!r} does not exist")
+        return row
+
+    def ensure_default_database(self) -> None:
+        """Create Hive's `default` database (at the warehouse root) unless it exists."""
+        self.db.run("create the default database", self._ensure_default)
+
+    def _ensure_default(self, conn: Connection) -> None:
+        if conn.execute(sa.select(s.dbs.c.DB_ID).where(s.dbs.c.NAME == DEFAULT_DATABASE)).first() is None:
+            conn.execute(s.dbs.insert().values(DB_ID=self._next(conn, "DBS"), NAME=DEFAULT_DATABASE,
+                                               DB_LOCATION_URI=self.warehouse, DESC="Default Hive database",
+                                               CREATE_TIME=self.db.clock.now_ms()))
+
+    def get_database(self, name: str) -> DatabaseInfo:
+        name = check_identifier(name, "database")
+        row = self.db.run(f"read database {name}", lambda conn: self._database_row(conn, name))
+        return DatabaseInfo(row.NAME, row.DB_LOCATION_URI, row.DESC, row.CREATE_TIME)
+
+    def list_databases(self) -> list[str]:
+        def read(conn: Connection) -> list[str]:
+            return list(conn.execute(sa.select(s.dbs.c.NAME).order_by(s.dbs.c.NAME)).scalars())
+
+        return self.db.run("list databases", read, write=False)
+
+    def drop_database(self, name: str, *, if_exists: bool = False, cascade: bool = False) -> list[TableInfo]:
+        """Drop a database (with its tables when `cascade`); returns the dropped tables so callers can remove data."""
+        name = check_identifier(name, "database")
+        if name == DEFAULT_DATABASE:
+            raise MetastoreError("the default database cannot be dropped")
+
+        def drop(conn: Connection) -> list[TableInfo]:
+            row = conn.execute(sa.select(s.dbs).where(s.dbs.c.NAME == name)).first()
+            if row is None:
+                if if_exists:
+                    return []
+                raise NoSuchObjectError(f"database {name!r} does not exist")
+            names = conn.execute(sa.select(s.tbls.c.TBL_NAME).where(s.tbls.c.DB_ID == row.DB_ID)).scalars().all()
+            if names and not cascade:
+                raise MetastoreError(f"database {name!r} is not empty (tables {sorted(names)}); use CASCADE")
+            dropped = [self._drop_table(conn, name, table) for table in names]
+            conn.execute(s.database_params.delete().where(s.database_params.c.DB_ID == row.DB_ID))
+            conn.execute(s.dbs.delete().where(s.dbs.c.DB_ID == row.DB_ID))
+            return dropped
+
+        return self.db.run(f"drop database {name}", drop)
+
+    # --- tables ----------------------------------------------------------------------------------------------------
+    def create_table(self, database: str, name: str, columns: Sequence[Column | tuple[str, str]], *,
+                     partition_keys: Sequence[Column | tuple[str, str]] = (), bucket_columns: Sequence[str] = (),
+                     num_buckets: int | None = None, location: str | None = None,
+                     params: Mapping[str, str] | None = None, comment: str | None = None,
+                     if_not_exists: bool = False) -> TableInfo:
+        """Record a table.
+
+        Raises:
+            MetastoreError: bad names, duplicate columns, a partition key that is also a column, bucketing on an
+                unknown column, or a bucket count outside 1..4096.
+            AlreadyExistsError: the table exists (unless `if_not_exists`).
+        """
+        database = check_identifier(database, "database")
+        name = check_identifier(name, "table")
+        cols = parse_columns([(check_identifier(c[0] if isinstance(c, tuple) else c.name, "column"),
+                               c[1] if isinstance(c, tuple) else c.type) for c in columns])
+        keys = tuple(parse_columns([(check_identifier(k[0] if isinstance(k, tuple) else k.name, "partition key"),
+                                     k[1] if isinstance(k, tuple) else k.type) for k in partition_keys])) \
+            if partition_keys else ()
+        clash = {c.name for c in cols} & {k.name for k in keys}
+        if clash:
+            raise MetastoreError(f"table {database}.{name}: {sorted(clash)} cannot be both a column and a partition key")
+        buckets = tuple(check_identifier(b, "bucketing column") for b in bucket_columns)
+        unknown = set(buckets) - {c.name for c in cols}
+        if unknown:
+            raise MetastoreError(f"table {database}.{name}: bucketing columns {sorted(unknown)} are not columns")
+        if buckets and not (num_buckets and 1 <= num_buckets <= 4096):
+            raise MetastoreError(f"table {database}.{name}: CLUSTERED BY needs 1..4096 buckets, got {num_buckets}")
+
+        def create(conn: Connection) -> TableInfo:
+            db_row = self._database_row(conn, database)
+            existing = conn.execute(sa.select(s.tbls.c.TBL_ID).where(s.tbls.c.DB_ID == db_row.DB_ID,
+                                                                     s.tbls.c.TBL_NAME == name)).first()
+            if existing is not None:
+                if if_not_exists:
+                    return self._table(conn, database, name)
+                raise AlreadyExistsError(f"table {database}.{name} already exists")
+            table_id = self._next(conn, "TBLS")
+            where = location or posixpath.join(db_row.DB_LOCATION_URI, name)
+            conn.execute(s.tbls.insert().values(TBL_ID=table_id, DB_ID=db_row.DB_ID, TBL_NAME=name, LOCATION=where,
+                                                NUM_BUCKETS=num_buckets if buckets else -1,
+                                                OWNER=self.db.identity.user, COMMENT=comment,
+                                                CREATE_TIME=self.db.clock.now_ms()))
+            conn.execute(s.columns_v2.insert(), [{"TBL_ID": table_id, "COLUMN_NAME": c.name, "TYPE_NAME": c.type,
+                                                  "INTEGER_IDX": i} for i, c in enumerate(cols)])
+            if keys:
+                conn.execute(s.partition_keys.insert(), [{"TBL_ID": table_id, "PKEY_NAME": k.name, "PKEY_TYPE": k.type,
+                                                          "INTEGER_IDX": i} for i, k in enumerate(keys)])
+            if buckets:
+                conn.execute(s.bucketing_cols.insert(), [{"TBL_ID": table_id, "BUCKET_COL_NAME": b, "INTEGER_IDX": i}
+                                                         for i, b in enumerate(buckets)])
+            if params:
+                conn.execute(s.table_params.insert(), [{"TBL_ID": table_id, "PARAM_KEY": str(k), "PARAM_VALUE": str(v)}
+                                                       for k, v in params.items()])
+            return self._table(conn, database, name)
+
+        return self.db.run(f"create table {database}.{name}", create)
+
+    def _table_id(self, conn: Connection, database: str, name: str) -> int:
+        db_row = self._database_row(conn, database)
+        table_id = conn.execute(sa.select(s.tbls.c.TBL_ID).where(s.tbls.c.DB_ID == db_row.DB_ID,
+                                                                 s.tbls.c.TBL_NAME == name)).scalar_one_or_none()
+        if table_id is None:
+            raise NoSuchObjectError(f"table {database}.{name} does not exist")
+        return table_id
+
+    def _table(self, conn: Connection, database: str, name: str) -> TableInfo:
+        table_id = self._table_id(conn, database, name)
+        row = conn.execute(sa.select(s.tbls).where(s.tbls.c.TBL_ID == table_id)).one()
+        cols = conn.execute(sa.select(s.columns_v2.c.COLUMN_NAME, s.columns_v2.c.TYPE_NAME)
+                            .where(s.columns_v2.c.TBL_ID == table_id).order_by(s.columns_v2.c.INTEGER_IDX)).all()
+        keys = conn.execute(sa.select(s.partition_keys.c.PKEY_NAME, s.partition_keys.c.PKEY_TYPE)
+                            .where(s.partition_keys.c.TBL_ID == table_id).order_by(s.partition_keys.c.INTEGER_IDX)).all()
+        buckets = conn.execute(sa.select(s.bucketing_cols.c.BUCKET_COL_NAME).where(s.bucketing_cols.c.TBL_ID == table_id)
+                               .order_by(s.bucketing_cols.c.INTEGER_IDX)).scalars().all()
+        params = dict(conn.execute(sa.select(s.table_params.c.PARAM_KEY, s.table_params.c.PARAM_VALUE)
+                                   .where(s.table_params.c.TBL_ID == table_id)).all())
+        return TableInfo(database, name, row.LOCATION, tuple(Column(*c) for c in cols), tuple(Column(*k) for k in keys),
+                         tuple(buckets), row.NUM_BUCKETS, params, row.COMMENT, row.OWNER, row.CREATE_TIME)
+
+    def get_table(self, database: str, name: str) -> TableInfo:
+        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+        return self.db.run(f"read table {database}.{name}", lambda conn: self._table(conn, database, name), write=False)
+
+    def require_transactional(self, database: str, name: str) -> TableInfo:
+        """The table, which must be a full ACID table.
+
+        Raises:
+            NoSuchObjectError: unknown; NotTransactionalError: not 'transactional'='true' (or insert-only).
+        """
+        table = self.get_table(database, name)
+        if not table.is_transactional:
+            raise NotTransactionalError(f"table {table.full_name} is not a full ACID table: it needs TBLPROPERTIES "
+                                        "('transactional'='true') and must not be insert-only")
+        return table
+
+    def list_tables(self, database: str) -> list[str]:
+        database = check_identifier(database, "database")
+
+        def read(conn: Connection) -> list[str]:
+            db_row = self._database_row(conn, database)
+            return list(conn.execute(sa.select(s.tbls.c.TBL_NAME).where(s.tbls.c.DB_ID == db_row.DB_ID)
+                                     .order_by(s.tbls.c.TBL_NAME)).scalars())
+
+        return self.db.run(f"list tables of {database}", read)
+
+    def list_all_tables(self) -> list[TableInfo]:
+        def read(conn: Connection) -> list[TableInfo]:
+            rows = conn.execute(sa.select(s.dbs.c.NAME, s.tbls.c.TBL_NAME).join(s.tbls, s.tbls.c.DB_ID == s.dbs.c.DB_ID)
+                                .order_by(s.dbs.c.NAME, s.tbls.c.TBL_NAME)).all()
+            return [self._table(conn, database, name) for database, name in rows]
+
+        return self.db.run("list tables", read, write=False)
+
+    def _drop_table(self, conn: Connection, database: str, name: str) -> TableInfo:
+        info = self._table(conn, database, name)
+        table_id = self._table_id(conn, database, name)
+        for table in (s.columns_v2, s.partition_keys, s.bucketing_cols, s.table_params, s.partitions):
+            conn.execute(table.delete().where(table.c.TBL_ID == table_id))
+        conn.execute(s.tbls.delete().where(s.tbls.c.TBL_ID == table_id))
+        return info
+
+    def drop_table(self, database: str, name: str, *, if_exists: bool = False) -> TableInfo | None:
+        """Forget a table; returns its definition (None if it did not exist and `if_exists`)."""
+        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+
+        def drop(conn: Connection) -> TableInfo | None:
+            try:
+                return self._drop_table(conn, database, name)
+            except NoSuchObjectError:
+                if if_exists:
+                    return None
+                raise
+
+        return self.db.run(f"drop table {database}.{name}", drop)
+
+    def set_table_params(self, database: str, name: str, params: Mapping[str, str]) -> TableInfo:
+        """Set table properties (replacing a key that differs only in case, as Hive matches them)."""
+        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+
+        def set_(conn: Connection) -> TableInfo:
+            table_id = self._table_id(conn, database, name)
+            current = conn.execute(sa.select(s.table_params.c.PARAM_KEY).where(s.table_params.c.TBL_ID == table_id)).scalars().all()
+            for key, value in params.items():
+                for old in current:
+                    if old.lower() == str(key).lower():
+                        conn.execute(s.table_params.delete().where(s.table_params.c.TBL_ID == table_id,
+                                                                   s.table_params.c.PARAM_KEY == old))
+                conn.execute(s.table_params.insert().values(TBL_ID=table_id, PARAM_KEY=str(key), PARAM_VALUE=str(value)))
+            return self._table(conn, database, name)
+
+        return self.db.run(f"set properties of {database}.{name}", set_)
+
+    def unset_table_params(self, database: str, name: str, keys: Sequence[str], *, if_exists: bool = False) -> TableInfo:
+        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+
+        def unset(conn: Connection) -> TableInfo:
+            table_id = self._table_id(conn, database, name)
+            current = conn.execute(sa.select(s.table_params.c.PARAM_KEY).where(s.table_params.c.TBL_ID == table_id)).scalars().all()
+            for key in keys:
+                matches = [old for old in current if old.lower() == key.lower()]
+                if not matches and not if_exists:
+                    raise NoSuchObjectError(f"table {database}.{name} has no property {key!r}")
+                for old in matches:
+                    conn.execute(s.table_params.delete().where(s.table_params.c.TBL_ID == table_id,
+                                                               s.table_params.c.PARAM_KEY == old))
+            return self._table(conn, database, name)
+
+        return self.db.run(f"unset properties of {database}.{name}", unset)
+
+    # --- partitions ------------------------------------------------------------------------------------------------
+    def add_partition(self, database: str, name: str, spec: Mapping[str, object]) -> PartitionInfo:
+        """The partition for a spec, recording it if new (writes create partitions as Hive's dynamic partitioning does)."""
+        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+
+        def add(conn: Connection) -> PartitionInfo:
+            table = self._table(conn, database, name)
+            part_name = table.partition_name(spec)
+            if part_name is None:
+                raise MetastoreError(f"table {table.full_name} is not partitioned")
+            table_id = self._table_id(conn, database, name)
+            row = conn.execute(sa.select(s.partitions).where(s.partitions.c.TBL_ID == table_id,
+                                                             s.partitions.c.PART_NAME == part_name)).first()
+            if row is None:
+                now = self.db.clock.now_ms()
+                location = table.partition_location(part_name)
+                conn.execute(s.partitions.insert().values(PART_ID=self._next(conn, "PARTITIONS"), TBL_ID=table_id,
+                                                          PART_NAME=part_name, LOCATION=location, CREATE_TIME=now))
+                return PartitionInfo(database, name, part_name, location, now)
+            return PartitionInfo(database, name, row.PART_NAME, row.LOCATION, row.CREATE_TIME)
+
+        return self.db.run(f"add partition of {database}.{name}", add)
+
+    def get_partition(self, database: str, name: str, spec: Mapping[str, object]) -> PartitionInfo:
+        """An existing partition.
+
+        Raises:
+            NoSuchObjectError: the table has no such partition.
+        """
+        table = self.get_table(database, name)
+        part_name = table.partition_name(spec)
+        if part_name is None:
+            raise MetastoreError(f"table {table.full_name} is not partitioned")
+        for partition in self.list_partitions(database, name):
+            if partition.name == part_name:
+                return partition
+        raise NoSuchObjectError(f"table {table.full_name} has no partition {part_name!r}")
+
+    def list_partitions(self, database: str, name: str) -> list[PartitionInfo]:
+        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+
+        def read(conn: Connection) -> list[PartitionInfo]:
+            table_id = self._table_id(conn, database, name)
+            rows = conn.execute(sa.select(s.partitions).where(s.partitions.c.TBL_ID == table_id)
+                                .order_by(s.partitions.c.PART_NAME)).all()
+            return [PartitionInfo(database, name, r.PART_NAME, r.LOCATION, r.CREATE_TIME) for r in rows]
+
+        return self.db.run(f"list partitions of {database}.{name}", read, write=False)

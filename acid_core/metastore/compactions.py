@@ -1,0 +1,470 @@
+"""The compaction queue and its history: COMPACTION_QUEUE and COMPLETED_COMPACTIONS with Hive's states and rules.
+
+initiated -> working -> ready for cleaning -> (history) succeeded; failed, refused, did not initiate and aborted go
+straight to history. Each move is a compare-and-swap on CQ_STATE; history rows keep the queue row's id.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, fields
+from typing import Iterable, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from acid_core.errors import CompactionStateError, MetastoreError
+from acid_core.metastore import schema as s
+from acid_core.metastore.engine import Database
+from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation
+from acid_core.validity import ValidTxnList
+
+
+class CompactionType(str, enum.Enum):
+    MAJOR = "a"
+    MINOR = "i"
+    REBALANCE = "r"
+    ABORT_TXN_CLEANUP = "c"
+
+    @classmethod
+    def parse(cls, text: str) -> "CompactionType":
+        """`major` / `minor` (any case), as ALTER TABLE ... COMPACT takes them."""
+        try:
+            return {"major": cls.MAJOR, "minor": cls.MINOR}[text.strip().lower()]
+        except KeyError:
+            raise MetastoreError(f"compaction type {text!r} is not 'major' or 'minor'") from None
+
+    @property
+    def display(self) -> str:
+        return {"a": "MAJOR", "i": "MINOR", "r": "REBALANCE", "c": "ABORT_TXN_CLEANUP"}[self.value]
+
+
+class CompactionState(str, enum.Enum):
+    INITIATED = "i"
+    WORKING = "w"
+    READY_FOR_CLEANING = "r"
+    FAILED = "f"
+    SUCCEEDED = "s"
+    DID_NOT_INITIATE = "a"
+    REFUSED = "c"
+    ABORTED = "x"
+
+    @property
+    def display(self) -> str:
+        return {"i": "initiated", "w": "working", "r": "ready for cleaning", "f": "failed", "s": "succeeded",
+                "a": "did not initiate", "c": "refused", "x": "aborted"}[self.value]
+
+    @classmethod
+    def parse(cls, text: str) -> "CompactionState":
+        for state in cls:
+            if text.strip().lower() in (state.display, state.name.lower()):
+                return state
+        raise MetastoreError(f"compaction state {text!r} is not one of {[s.display for s in cls]}")
+
+
+QUEUE_STATES = (CompactionState.INITIATED, CompactionState.WORKING, CompactionState.READY_FOR_CLEANING)
+ABORTED_BY_REQUEST = "Compaction Aborted by Abort Comapction request."  # Hive's text, spelling included
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionInfo:
+    """A queue or history entry (history entries have `end_ms`)."""
+
+    id: int
+    database: str
+    table: str
+    partition: str | None
+    state: CompactionState
+    type: CompactionType
+    properties: str | None
+    worker_id: str | None
+    enqueue_ms: int | None
+    start_ms: int | None
+    end_ms: int | None
+    run_as: str | None
+    highest_write_id: int | None
+    hadoop_job_id: str | None
+    error_message: str | None
+    next_txn_id: int | None
+    txn_id: int | None
+    commit_ms: int | None
+    initiator_id: str | None
+    initiator_version: str | None
+    worker_version: str | None
+    pool_name: str | None
+    number_of_buckets: int | None
+    order_by: str | None
+    cleaner_start_ms: int | None = None
+    retry_retention_ms: int = 0
+
+    @property
+    def full_table_name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+_NAMES = [f.name for f in fields(CompactionInfo)]
+_SUFFIXES = ["ID", "DATABASE", "TABLE", "PARTITION", "STATE", "TYPE", "TBLPROPERTIES", "WORKER_ID", "ENQUEUE_TIME",
+             "START", "END", "RUN_AS", "HIGHEST_WRITE_ID", "HADOOP_JOB_ID", "ERROR_MESSAGE", "NEXT_TXN_ID", "TXN_ID",
+             "COMMIT_TIME", "INITIATOR_ID", "INITIATOR_VERSION", "WORKER_VERSION", "POOL_NAME", "NUMBER_OF_BUCKETS",
+             "ORDER_BY"]
+
+
+def _from_queue(row) -> CompactionInfo:
+    values = {name: (None if suffix == "END" else row._mapping[f"CQ_{suffix}"]) for name, suffix in zip(_NAMES, _SUFFIXES)}
+    values.update(cleaner_start_ms=row.CQ_CLEANER_START, retry_retention_ms=row.CQ_RETRY_RETENTION or 0)
+    return _typed(values)
+
+
+def _from_history(row) -> CompactionInfo:
+    return _typed({name: row._mapping[f"CC_{suffix}"] for name, suffix in zip(_NAMES, _SUFFIXES)})
+
+
+def _typed(values: dict) -> CompactionInfo:
+    values["state"] = CompactionState(values["state"])
+    values["type"] = CompactionType(values["type"])
+    return CompactionInfo(**values)
+
+
+def _history_values(info: CompactionInfo, state: CompactionState, end_ms: int, message: str | None) -> dict:
+    values = {f"CC_{suffix}": getattr(info, name) for name, suffix in zip(_NAMES, _SUFFIXES)}
+    values.update(CC_STATE=state.value, CC_TYPE=info.type.value, CC_END=end_ms)
+    if message is not None:
+        values["CC_ERROR_MESSAGE"] = message
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    compaction_id: int
+    accepted: bool
+    state: CompactionState
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRetention:
+    """How many history entries to keep per partition and state, and for how long (Hive's retention settings)."""
+
+    succeeded: int = 3
+    failed: int = 3
+    did_not_initiate: int = 2
+    refused: int = 3
+    timeout_ms: int = 7 * 24 * 3600 * 1000
+
+
+class CompactionQueue:
+    """Enqueue, claim, complete and clean compactions."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _next_id(self, conn: Connection) -> int:
+        return conn.execute(s.next_compaction_queue_id.update()
+                            .values(NCQ_NEXT=s.next_compaction_queue_id.c.NCQ_NEXT + 1)
+                            .returning(s.next_compaction_queue_id.c.NCQ_NEXT)).scalar_one() - 1
+
+    def enqueue(self, database: str, table: str, partition: str | None, compaction_type: CompactionType, *,
+                initiator_id: str | None = None, initiator_version: str | None = None, pool: str | None = None,
+                properties: Mapping[str, str] | None = None, run_as: str | None = None) -> EnqueueResult:
+        """Queue a compaction unless one for the same partition is already initiated or working (Hive's compact())."""
+        database, table = database.lower(), table.lower()
+        cq = s.compaction_queue.c
+        now = self.db.clock.now_ms()
+
+        def enqueue_(conn: Connection) -> EnqueueResult:
+            if self.db.dialect == "postgresql":  # Hive's CompactionScheduler mutex
+                conn.execute(sa.select(s.next_compaction_queue_id.c.NCQ_NEXT).with_for_update()).all()
+            same = (cq.CQ_PARTITION == partition) if partition is not None else cq.CQ_PARTITION.is_(None)
+            existing = conn.execute(sa.select(cq.CQ_ID, cq.CQ_STATE).where(
+                cq.CQ_DATABASE == database, cq.CQ_TABLE == table, same,
+                cq.CQ_STATE.in_((CompactionState.INITIATED.value, CompactionState.WORKING.value)))
+                .order_by(cq.CQ_ID).limit(1)).first()
+            if existing is not None:
+                state = CompactionState(existing.CQ_STATE)
+                return EnqueueResult(existing.CQ_ID, False, state, f"Compaction is already scheduled with "
+                                     f"state='{state.display}' and id={existing.CQ_ID}")
+            compaction_id = self._next_id(conn)
+            conn.execute(s.compaction_queue.insert().values(
+                CQ_ID=compaction_id, CQ_DATABASE=database, CQ_TABLE=table, CQ_PARTITION=partition,
+                CQ_STATE=CompactionState.INITIATED.value, CQ_TYPE=CompactionType(compaction_type).value,
+                CQ_TBLPROPERTIES=json.dumps(dict(properties), sort_keys=True) if properties else None,
+                CQ_ENQUEUE_TIME=now, CQ_RUN_AS=run_as or self.db.identity.user,
+                CQ_INITIATOR_ID=initiator_id or f"{self.db.identity.host}-manual",
+                CQ_INITIATOR_VERSION=initiator_version, CQ_POOL_NAME=pool or "default", CQ_RETRY_RETENTION=0))
+            return EnqueueResult(compaction_id, True, CompactionState.INITIATED,
+                                 f"Compaction enqueued with id {compaction_id}")
+
+        return self.db.run(f"enqueue compaction of {database}.{table}", enqueue_)
+
+    def get(self, compaction_id: int) -> CompactionInfo | None:
+        """A queue entry, else the history entry with that id."""
+        def read(conn: Connection) -> CompactionInfo | None:
+            row = conn.execute(sa.select(s.compaction_queue).where(s.compaction_queue.c.CQ_ID == compaction_id)).first()
+            if row is not None:
+                return _from_queue(row)
+            row = conn.execute(sa.select(s.completed_compactions)
+                               .where(s.completed_compactions.c.CC_ID == compaction_id)).first()
+            return _from_history(row) if row is not None else None
+
+        return self.db.run(f"read compaction {compaction_id}", read, write=False)
+
+    def _require(self, conn: Connection, compaction_id: int, allowed: Iterable[CompactionState], action: str):
+        allowed = tuple(allowed)
+        row = conn.execute(s.compaction_queue.update().where(
+            s.compaction_queue.c.CQ_ID == compaction_id,
+            s.compaction_queue.c.CQ_STATE.in_([state.value for state in allowed]))
+            .values(CQ_STATE=s.compaction_queue.c.CQ_STATE).returning(*s.compaction_queue.c)).first()
+        if row is None:
+            current = self.get_in(conn, compaction_id)
+            where = f"it is {current.state.display}" if current else "no such compaction"
+            raise CompactionStateError(f"cannot {action} compaction {compaction_id}: {where} "
+                                       f"(needs {' or '.join(state.display for state in allowed)})")
+        return _from_queue(row)
+
+    @staticmethod
+    def get_in(conn: Connection, compaction_id: int) -> CompactionInfo | None:
+        row = conn.execute(sa.select(s.compaction_queue).where(s.compaction_queue.c.CQ_ID == compaction_id)).first()
+        if row is not None:
+            return _from_queue(row)
+        row = conn.execute(sa.select(s.completed_compactions).where(s.completed_compactions.c.CC_ID == compaction_id)).first()
+        return _from_history(row) if row is not None else None
+
+    def claim(self, *, worker_id: str, compaction_id: int | None = None, pool: str | None = None,
+              worker_version: str | None = None) -> CompactionInfo | None:
+        """initiated -> working: the given entry, or the oldest initiated one (of `pool`). None when there is none."""
+        cq = s.compaction_queue.c
+
+        def claim_(conn: Connection) -> CompactionInfo | None:
+            if compaction_id is None:
+                query = sa.select(cq.CQ_ID).where(cq.CQ_STATE == CompactionState.INITIATED.value)
+                if pool:
+                    query = query.where(cq.CQ_POOL_NAME == pool)
+                query = query.order_by(cq.CQ_ENQUEUE_TIME, cq.CQ_ID).limit(1)
+                if self.db.dialect == "postgresql":
+                    query = query.with_for_update(skip_locked=True)
+                target = conn.execute(query).scalar_one_or_none()
+                if target is None:
+                    return None
+            else:
+                target = compaction_id
+            row = conn.execute(s.compaction_queue.update().where(
+                cq.CQ_ID == target, cq.CQ_STATE == CompactionState.INITIATED.value).values(
+                CQ_STATE=CompactionState.WORKING.value, CQ_WORKER_ID=worker_id[:128], CQ_WORKER_VERSION=worker_version,
+                CQ_START=self.db.clock.now_ms()).returning(*s.compaction_queue.c)).first()
+            if row is None and compaction_id is not None:
+                current = self.get_in(conn, compaction_id)
+                where = f"it is {current.state.display}" if current else "no such compaction"
+                raise CompactionStateError(f"cannot claim compaction {compaction_id}: {where} (needs initiated)")
+            return _from_queue(row) if row is not None else None
+
+        return self.db.run("claim a compaction", claim_)
+
+    def set_compactor_txn(self, compaction_id: int, txn_id: int, highest_write_id: int) -> None:
+        """Record the compactor's transaction and high watermark; a COMPACT component lets an abort clean its output."""
+        def set_(conn: Connection) -> None:
+            info = self._require(conn, compaction_id, [CompactionState.WORKING], "attach a transaction to")
+            conn.execute(s.compaction_queue.update().where(s.compaction_queue.c.CQ_ID == compaction_id)
+                         .values(CQ_TXN_ID=txn_id, CQ_HIGHEST_WRITE_ID=highest_write_id))
+            conn.execute(s.txn_components.insert().values(
+                TC_TXNID=txn_id, TC_DATABASE=info.database, TC_TABLE=info.table, TC_PARTITION=info.partition,
+                TC_OPERATION_TYPE=Operation.COMPACT.value, TC_WRITEID=highest_write_id))
+
+        self.db.run(f"attach transaction {txn_id} to compaction {compaction_id}", set_)
+
+    def mark_compacted(self, compaction_id: int) -> None:
+        """working -> ready for cleaning."""
+        def mark(conn: Connection) -> None:
+            self._require(conn, compaction_id, [CompactionState.WORKING], "mark compacted")
+            conn.execute(s.compaction_queue.update().where(s.compaction_queue.c.CQ_ID == compaction_id)
+                         .values(CQ_STATE=CompactionState.READY_FOR_CLEANING.value))
+
+        self.db.run(f"mark compaction {compaction_id} compacted", mark)
+
+    def _to_history(self, conn: Connection, info: CompactionInfo, state: CompactionState, message: str | None) -> None:
+        conn.execute(s.completed_compactions.insert().values(_history_values(info, state, self.db.clock.now_ms(), message)))
+        conn.execute(s.compaction_queue.delete().where(s.compaction_queue.c.CQ_ID == info.id))
+
+    def mark_cleaned(self, compaction_id: int) -> None:
+        """ready for cleaning -> history succeeded; forget completed and aborted components it covered."""
+        def mark(conn: Connection) -> None:
+            info = self._require(conn, compaction_id, [CompactionState.READY_FOR_CLEANING], "mark cleaned")
+            self._to_history(conn, info, CompactionState.SUCCEEDED, None)
+            ctc, tc = s.completed_txn_components.c, s.txn_components.c
+            same_ctc = [ctc.CTC_DATABASE == info.database, ctc.CTC_TABLE == info.table]
+            if info.partition is not None:
+                same_ctc.append(ctc.CTC_PARTITION == info.partition)
+            if info.highest_write_id is not None:
+                conn.execute(s.completed_txn_components.delete().where(*same_ctc,
+                                                                       ctc.CTC_WRITEID <= info.highest_write_id))
+                aborted = sa.select(s.txns.c.TXN_ID).where(s.txns.c.TXN_STATE == TXN_ABORTED)
+                same_tc = [tc.TC_DATABASE == info.database, tc.TC_TABLE == info.table, tc.TC_TXNID.in_(aborted),
+                           tc.TC_WRITEID <= info.highest_write_id]
+                if info.partition is not None:
+                    same_tc.append(tc.TC_PARTITION == info.partition)
+                conn.execute(s.txn_components.delete().where(*same_tc))
+
+        self.db.run(f"mark compaction {compaction_id} cleaned", mark)
+
+    def mark_failed(self, compaction_id: int, message: str) -> None:
+        """initiated / working / ready for cleaning -> history failed, with the error."""
+        def mark(conn: Connection) -> None:
+            info = self._require(conn, compaction_id, QUEUE_STATES, "mark failed")
+            self._to_history(conn, info, CompactionState.FAILED, message[:20000])
+
+        self.db.run(f"mark compaction {compaction_id} failed", mark)
+
+    def mark_refused(self, compaction_id: int, message: str) -> None:
+        """initiated / working -> history refused (nothing to compact)."""
+        def mark(conn: Connection) -> None:
+            info = self._require(conn, compaction_id, [CompactionState.INITIATED, CompactionState.WORKING], "refuse")
+            self._to_history(conn, info, CompactionState.REFUSED, message[:20000])
+
+        self.db.run(f"refuse compaction {compaction_id}", mark)
+
+    def record_did_not_initiate(self, database: str, table: str, partition: str | None,
+                                compaction_type: CompactionType, message: str, *,
+                                initiator_id: str | None = None) -> int:
+        """A history entry `did not initiate` for a candidate the initiator could not queue (drives failure limits)."""
+        def record(conn: Connection) -> int:
+            compaction_id = self._next_id(conn)
+            now = self.db.clock.now_ms()
+            conn.execute(s.completed_compactions.insert().values(
+                CC_ID=compaction_id, CC_DATABASE=database.lower(), CC_TABLE=table.lower(), CC_PARTITION=partition,
+                CC_STATE=CompactionState.DID_NOT_INITIATE.value, CC_TYPE=CompactionType(compaction_type).value,
+                CC_ENQUEUE_TIME=now, CC_START=now, CC_END=now, CC_ERROR_MESSAGE=message[:20000],
+                CC_INITIATOR_ID=initiator_id or self.db.identity.host, CC_POOL_NAME="default"))
+            return compaction_id
+
+        return self.db.run(f"record a compaction of {database}.{table} that did not initiate", record)
+
+    def abort_compactions(self, compaction_ids: Iterable[int]) -> dict[int, str]:
+        """ABORT COMPACTIONS: only initiated entries move to history as aborted; the message per id says what happened."""
+        results: dict[int, str] = {}
+        for compaction_id in compaction_ids:
+            def abort(conn: Connection, compaction_id=compaction_id) -> str:
+                current = self.get_in(conn, compaction_id)
+                if current is None:
+                    return "No Such Compaction Id Available"
+                if current.state is not CompactionState.INITIATED or current.end_ms is not None:
+                    return f"Error while aborting compaction as compaction is in state-{current.state.display}"
+                info = self._require(conn, compaction_id, [CompactionState.INITIATED], "abort")
+                self._to_history(conn, info, CompactionState.ABORTED, ABORTED_BY_REQUEST)
+                return "Successfully aborted compaction"
+
+            results[compaction_id] = self.db.run(f"abort compaction {compaction_id}", abort)
+        return results
+
+    def revert_timed_out_workers(self, timeout_ms: int) -> list[int]:
+        """Put back `working` entries older than hive.compactor.worker.timeout (their worker died) as `initiated`."""
+        cq = s.compaction_queue.c
+
+        def revert(conn: Connection) -> list[int]:
+            cutoff = self.db.clock.now_ms() - timeout_ms
+            stale = conn.execute(sa.select(cq.CQ_ID).where(cq.CQ_STATE == CompactionState.WORKING.value,
+                                                           cq.CQ_START < cutoff)).scalars().all()
+            for compaction_id in stale:
+                conn.execute(s.compaction_queue.update().where(
+                    cq.CQ_ID == compaction_id, cq.CQ_STATE == CompactionState.WORKING.value, cq.CQ_START < cutoff)
+                    .values(CQ_STATE=CompactionState.INITIATED.value, CQ_WORKER_ID=None, CQ_START=None,
+                            CQ_TXN_ID=None, CQ_HIGHEST_WRITE_ID=None))
+            return sorted(stale)
+
+        return self.db.run("revert timed-out compaction workers", revert)
+
+    def ready_to_clean(self, *, retention_ms: int = 0) -> list[CompactionInfo]:
+        """Entries the cleaner may work on now (Hive's findReadyToClean), honouring reader leases per table.
+
+        Ready means: compacted, its retention time passed, every transaction open when it committed has finished,
+        no reader lease of its table took its snapshot before the compaction became visible, and it has the lowest
+        highest-write-id of its partition's ready entries.
+        """
+        cq = s.compaction_queue.c
+
+        def find(conn: Connection) -> list[CompactionInfo]:
+            now = self.db.clock.now_ms()
+            min_open = conn.execute(sa.select(sa.func.min(s.txns.c.TXN_ID)).where(
+                s.txns.c.TXN_STATE == TXN_OPEN)).scalar_one_or_none()
+            rows = conn.execute(sa.select(s.compaction_queue).where(
+                cq.CQ_STATE == CompactionState.READY_FOR_CLEANING.value,
+                cq.CQ_TYPE != CompactionType.ABORT_TXN_CLEANUP.value).order_by(cq.CQ_ID)).all()
+            leases = conn.execute(sa.select(s.reader_leases.c.RL_DATABASE, s.reader_leases.c.RL_TABLE,
+                                            s.reader_leases.c.RL_VALID_TXNS)).all()
+            lease_txns: dict[tuple[str, str], list[ValidTxnList]] = {}
+            for database, table, text in leases:
+                lease_txns.setdefault((database, table), []).append(ValidTxnList.parse(text))
+            lowest: dict[tuple, int] = {}
+            for row in rows:
+                key = (row.CQ_DATABASE, row.CQ_TABLE, row.CQ_PARTITION)
+                lowest[key] = min(lowest.get(key, row.CQ_HIGHEST_WRITE_ID or 0), row.CQ_HIGHEST_WRITE_ID or 0)
+            ready = []
+            for row in rows:
+                info = _from_queue(row)
+                if (info.highest_write_id or 0) != lowest[(info.database, info.table, info.partition)]:
+                    continue
+                if info.commit_ms is not None and info.commit_ms > now - info.retry_retention_ms - retention_ms:
+                    continue
+                if info.next_txn_id is not None and min_open is not None and info.next_txn_id > min_open:
+                    continue
+                if info.txn_id and any(not snapshot.is_valid(info.txn_id)
+                                       for snapshot in lease_txns.get((info.database, info.table), [])):
+                    continue
+                ready.append(info)
+            return ready
+
+        return self.db.run("find compactions ready to clean", find, write=False, snapshot=True)
+
+    def show(self, *, compaction_id: int | None = None, database: str | None = None, table: str | None = None,
+             partition: str | None = None, pool: str | None = None, compaction_type: CompactionType | None = None,
+             state: CompactionState | None = None, limit: int | None = None) -> list[CompactionInfo]:
+        """SHOW COMPACTIONS: queue and history, newest activity first, then by enqueue time (Hive's default order)."""
+        def read(conn: Connection) -> list[CompactionInfo]:
+            found = [_from_queue(r) for r in conn.execute(sa.select(s.compaction_queue)).all()]
+            found += [_from_history(r) for r in conn.execute(sa.select(s.completed_compactions)).all()]
+            return found
+
+        entries = self.db.run("show compactions", read, write=False, snapshot=True)
+        wanted = [e for e in entries
+                  if (compaction_id is None or e.id == compaction_id)
+                  and (database is None or e.database == database.lower())
+                  and (table is None or e.table == table.lower())
+                  and (partition is None or e.partition == partition)
+                  and (pool is None or (e.pool_name or "default") == pool)
+                  and (compaction_type is None or e.type is compaction_type)
+                  and (state is None or e.state is state)]
+        wanted.sort(key=lambda e: (-(max(e.end_ms or 0, e.start_ms or 0, e.commit_ms or 0)), e.enqueue_ms or 0, e.id))
+        return wanted[:limit] if limit is not None else wanted
+
+    def purge_history(self, retention: HistoryRetention = HistoryRetention()) -> int:
+        """Keep the newest N history entries per partition and state; drop old failures superseded by a success."""
+        keep = {CompactionState.SUCCEEDED.value: retention.succeeded, CompactionState.FAILED.value: retention.failed,
+                CompactionState.DID_NOT_INITIATE.value: retention.did_not_initiate,
+                CompactionState.REFUSED.value: retention.refused}
+        cc = s.completed_compactions.c
+
+        def purge(conn: Connection) -> int:
+            rows = conn.execute(sa.select(cc.CC_ID, cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION, cc.CC_STATE,
+                                          cc.CC_TYPE, cc.CC_START).order_by(cc.CC_ID.desc())).all()
+            seen: dict[tuple, int] = {}
+            newest_success: dict[tuple, tuple[int, str]] = {}
+            doomed = []
+            cutoff = self.db.clock.now_ms() - retention.timeout_ms
+            for row in rows:
+                where = (row.CC_DATABASE, row.CC_TABLE, row.CC_PARTITION)
+                if row.CC_STATE == CompactionState.SUCCEEDED.value and where not in newest_success:
+                    newest_success[where] = (row.CC_ID, row.CC_TYPE)
+                count = seen.get((where, row.CC_STATE), 0) + 1
+                seen[(where, row.CC_STATE)] = count
+                limit = keep.get(row.CC_STATE)
+                if limit is not None and count > limit:
+                    doomed.append(row.CC_ID)
+                    continue
+                success = newest_success.get(where)
+                if (row.CC_STATE in ("a", "f", "c") and (row.CC_START or 0) < cutoff and success is not None
+                        and success[0] > row.CC_ID and (success[1] == CompactionType.MAJOR.value or row.CC_TYPE == success[1])):
+                    doomed.append(row.CC_ID)
+            for start in range(0, len(doomed), 500):
+                conn.execute(s.completed_compactions.delete().where(cc.CC_ID.in_(doomed[start:start + 500])))
+            return len(doomed)
+
+        return self.db.run("purge compaction history", purge)

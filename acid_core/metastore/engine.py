@@ -1,0 +1,190 @@
+"""Connecting to the metastore database (PostgreSQL or SQLite), creating its schema, and running transactions.
+
+Every operation runs in one database transaction through `Database.run`, which retries the whole function on
+serialization failures, deadlocks and SQLite's "database is locked", and maps every other database error to an
+AcidError naming the operation. SQLite write transactions start with BEGIN IMMEDIATE (one writer at a time, readers
+keep going under WAL); PostgreSQL reads that need one consistent snapshot run at REPEATABLE READ.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import random
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+
+from acid_core.errors import MetastoreError, MetastoreUnavailableError
+from acid_core.metastore import schema
+
+T = TypeVar("T")
+SQL_DIR = Path(__file__).resolve().parent.parent.parent / "sql"
+ENV_URL = "ACID_METASTORE_URL"
+_RETRYABLE_PG_CODES = {"40001", "40P01", "55P03"}
+_MAX_ATTEMPTS = 20
+
+
+class Clock:
+    """Wall-clock milliseconds; tests inject a `ManualClock` to make timeouts deterministic."""
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+class ManualClock(Clock):
+    """A clock that moves only when told to."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self._now = start_ms
+
+    def now_ms(self) -> int:
+        return self._now
+
+    def advance(self, milliseconds: int) -> None:
+        self._now += milliseconds
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who is acting: recorded in TXNS, HIVE_LOCKS and the compaction queue."""
+
+    user: str
+    host: str
+
+    @classmethod
+    def current(cls) -> "Identity":
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "unknown"
+        return cls(user=user[:128], host=socket.gethostname()[:128])
+
+
+def default_url(acid_home: str | None = None) -> str:
+    """`ACID_METASTORE_URL`, else a SQLite file under the warehouse of `ACID_HOME` (default `.acid-home`)."""
+    if os.environ.get(ENV_URL):
+        return os.environ[ENV_URL]
+    home = Path(acid_home or os.environ.get("ACID_HOME", ".acid-home")).resolve()
+    return f"sqlite:///{home / 'warehouse' / 'metastore.db'}"
+
+
+def redact(url: str) -> str:
+    """A URL safe to print: the password hidden."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "<unparsable URL>"
+
+
+def _is_retryable(exc: DBAPIError) -> bool:
+    code = getattr(exc.orig, "pgcode", None)
+    if code in _RETRYABLE_PG_CODES:
+        return True
+    message = str(exc.orig).lower()
+    return "database is locked" in message or "database table is locked" in message
+
+
+class Database:
+    """One metastore database: an engine plus the transaction runner."""
+
+    def __init__(self, url: str, *, clock: Clock | None = None, identity: Identity | None = None,
+                 pool_size: int = 5) -> None:
+        try:
+            parsed = sa.engine.make_url(url)
+        except sa.exc.ArgumentError as exc:
+            raise MetastoreError(f"metastore URL {url!r} is not a SQLAlchemy URL: {exc}") from exc
+        self.url = url
+        self.dialect = parsed.get_backend_name()
+        if self.dialect not in ("postgresql", "sqlite"):
+            raise MetastoreError(f"metastore URL {redact(url)}: only postgresql and sqlite are supported")
+        self.clock = clock or Clock()
+        self.identity = identity or Identity.current()
+        if self.dialect == "sqlite":
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            self.engine = sa.create_engine(url, connect_args={"timeout": 60, "isolation_level": None},
+                                           poolclass=sa.pool.NullPool)
+            event.listen(self.engine, "connect", _sqlite_on_connect)
+            event.listen(self.engine, "begin", _sqlite_on_begin)
+        else:
+            self.engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def run(self, operation: str, function: Callable[[Connection], T], *, write: bool = True,
+            snapshot: bool = False) -> T:
+        """Run `function` in one database transaction, retrying it whole on transient conflicts.
+
+        Raises:
+            MetastoreUnavailableError: the database cannot be reached or the connection was lost.
+            MetastoreError: any other database error (the transaction was rolled back).
+        """
+        for attempt in range(_MAX_ATTEMPTS):
+            try:
+                with self.engine.connect() as connection:
+                    if self.dialect == "sqlite":
+                        connection.info["acid_begin"] = "IMMEDIATE" if write else "DEFERRED"
+                    elif snapshot:
+                        connection = connection.execution_options(isolation_level="REPEATABLE READ")
+                    with connection.begin():
+                        return function(connection)
+            except DBAPIError as exc:
+                if exc.connection_invalidated or _is_disconnect(exc):
+                    raise MetastoreUnavailableError(
+                        f"{operation}: lost the connection to the metastore {redact(self.url)}: {exc.orig}; "
+                        "the database rolled back whatever was not committed") from exc
+                if _is_retryable(exc) and attempt + 1 < _MAX_ATTEMPTS:
+                    time.sleep(min(0.2, 0.002 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                    continue
+                raise MetastoreError(f"{operation}: metastore database error: {exc.orig}") from exc
+            except SQLAlchemyError as exc:
+                raise MetastoreError(f"{operation}: metastore error: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def init_schema(self) -> int:
+        """Create or upgrade the schema from `sql/<dialect>/schema.sql`; idempotent. Returns the schema version."""
+        path = SQL_DIR / ("postgres" if self.dialect == "postgresql" else "sqlite") / "schema.sql"
+        statements = [s.strip() for s in _strip_comments(path.read_text()).split(";") if s.strip()]
+
+        def create(connection: Connection) -> int:
+            if self.dialect == "postgresql":  # one initialiser at a time across processes
+                connection.exec_driver_sql("SELECT pg_advisory_xact_lock(74321)")
+            for statement in statements:
+                connection.exec_driver_sql(statement)
+            return connection.execute(sa.select(sa.func.max(schema.acid_schema_version.c.VERSION))).scalar_one()
+
+        return self.run("metastore init", create)
+
+
+def _strip_comments(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+
+
+def _is_disconnect(exc: DBAPIError) -> bool:
+    if not isinstance(exc, OperationalError):
+        return False
+    message = str(exc.orig).lower()
+    return any(s in message for s in ("could not connect", "server closed the connection", "connection refused",
+                                       "terminating connection", "connection already closed", "unable to open database"))
+
+
+def _sqlite_on_connect(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.close()
+
+
+def _sqlite_on_begin(connection: Connection) -> None:
+    connection.exec_driver_sql(f"BEGIN {connection.info.get('acid_begin', 'IMMEDIATE')}")

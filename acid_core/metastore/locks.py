@@ -1,0 +1,257 @@
+"""Locks on databases, tables and partitions with Hive's compatibility rules, granted in request order.
+
+A request (one lock id, several components) waits while any earlier request — acquired or still waiting — holds an
+overlapping, incompatible component (Hive's checkLock: no lock jumps the queue). A database lock overlaps every
+table in it; a table lock overlaps every partition of it. A transaction's locks are released by its commit or abort;
+locks taken without a transaction are released by `unlock` or expire without heartbeats.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from acid_core.errors import LockTimeoutError, MetastoreError, NoSuchLockError
+from acid_core.metastore import schema as s
+from acid_core.metastore.engine import Database
+from acid_core.metastore.txns import TxnStore
+
+LOCK_ACQUIRED, LOCK_WAITING = "a", "w"
+
+
+class LockType(str, enum.Enum):
+    """HIVE_LOCKS.HL_LOCK_TYPE codes (Hive's LockTypeUtil)."""
+
+    SHARED_READ = "r"
+    SHARED_WRITE = "w"
+    EXCL_WRITE = "x"
+    EXCLUSIVE = "e"
+
+
+# (requested, already held or queued earlier) pairs that may coexist; everything else waits (Hive's lock matrix).
+_COMPATIBLE = {("r", "r"), ("r", "w"), ("r", "x"), ("w", "r"), ("w", "w"), ("x", "r")}
+
+
+@dataclass(frozen=True, slots=True)
+class LockComponent:
+    """One object to lock: a database, a table (partition None) or a partition (`k=v/...` name)."""
+
+    database: str
+    table: str | None = None
+    partition: str | None = None
+    lock_type: LockType = LockType.SHARED_READ
+
+    def __post_init__(self) -> None:
+        if self.partition is not None and self.table is None:
+            raise MetastoreError(f"lock on partition {self.partition!r} needs a table")
+        object.__setattr__(self, "database", self.database.lower())
+        object.__setattr__(self, "table", self.table.lower() if self.table else None)
+        object.__setattr__(self, "lock_type", LockType(self.lock_type))
+
+    @property
+    def shown(self) -> str:
+        return ".".join(filter(None, (self.database, self.table))) + (f"/{self.partition}" if self.partition else "")
+
+
+def overlaps(a: LockComponent, b: LockComponent) -> bool:
+    """Whether two components cover some common object."""
+    if a.database != b.database:
+        return False
+    if a.table is None or b.table is None:
+        return True
+    if a.table != b.table:
+        return False
+    return a.partition is None or b.partition is None or a.partition == b.partition
+
+
+def compatible(requested: LockType, existing: LockType) -> bool:
+    return (requested.value, existing.value) in _COMPATIBLE
+
+
+@dataclass(frozen=True, slots=True)
+class LockResponse:
+    lock_id: int
+    state: str
+
+    @property
+    def acquired(self) -> bool:
+        return self.state == LOCK_ACQUIRED
+
+
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    """One row of SHOW LOCKS."""
+
+    lock_id: int
+    internal_id: int
+    txn_id: int
+    database: str
+    table: str | None
+    partition: str | None
+    state: str
+    lock_type: str
+    last_heartbeat_ms: int
+    acquired_at_ms: int | None
+    user: str
+    host: str
+    agent_info: str | None
+    blocked_by_lock_id: int | None
+    blocked_by_internal_id: int | None
+
+
+class LockManager:
+    """Lock requests in HIVE_LOCKS."""
+
+    def __init__(self, db: Database, txns: TxnStore) -> None:
+        self.db, self.txns = db, txns
+
+    def lock(self, components: Sequence[LockComponent], *, txn_id: int | None = None,
+             agent_info: str | None = None) -> LockResponse:
+        """Queue a lock request and try to grant it at once."""
+        if not components:
+            raise MetastoreError("a lock request needs at least one component")
+        now = self.db.clock.now_ms()
+
+        def request(conn: Connection) -> LockResponse:
+            if txn_id:
+                self.txns.require_open(conn, txn_id, "lock for")
+            lock_id = conn.execute(s.next_lock_id.update().values(NL_NEXT=s.next_lock_id.c.NL_NEXT + 1)
+                                   .returning(s.next_lock_id.c.NL_NEXT)).scalar_one() - 1
+            conn.execute(s.hive_locks.insert(), [
+                {"HL_LOCK_EXT_ID": lock_id, "HL_LOCK_INT_ID": index, "HL_TXNID": txn_id or 0, "HL_DB": c.database,
+                 "HL_TABLE": c.table, "HL_PARTITION": c.partition, "HL_LOCK_STATE": LOCK_WAITING,
+                 "HL_LOCK_TYPE": c.lock_type.value, "HL_LAST_HEARTBEAT": now, "HL_USER": self.db.identity.user,
+                 "HL_HOST": self.db.identity.host, "HL_HEARTBEAT_COUNT": 0,
+                 "HL_AGENT_INFO": agent_info[:128] if agent_info else None}
+                for index, c in enumerate(components, start=1)])
+            return self._check(conn, lock_id)
+
+        return self.db.run("lock " + ", ".join(c.shown for c in components), request)
+
+    def check_lock(self, lock_id: int) -> LockResponse:
+        """Grant a waiting request if nothing earlier blocks it."""
+        return self.db.run(f"check lock {lock_id}", lambda conn: self._check(conn, lock_id))
+
+    def _check(self, conn: Connection, lock_id: int) -> LockResponse:
+        hl = s.hive_locks.c
+        if self.db.dialect == "postgresql":  # one checker at a time, like Hive's CheckLock mutex
+            conn.execute(sa.select(s.next_lock_id.c.NL_NEXT).with_for_update()).all()
+        mine = conn.execute(sa.select(s.hive_locks).where(hl.HL_LOCK_EXT_ID == lock_id)
+                            .order_by(hl.HL_LOCK_INT_ID)).all()
+        if not mine:
+            raise NoSuchLockError(f"lock {lock_id} does not exist (released, or expired for lack of heartbeats)")
+        if all(row.HL_LOCK_STATE == LOCK_ACQUIRED for row in mine):
+            return LockResponse(lock_id, LOCK_ACQUIRED)
+        txn_id = mine[0].HL_TXNID
+        earlier = conn.execute(sa.select(s.hive_locks).where(
+            hl.HL_LOCK_EXT_ID < lock_id, hl.HL_DB.in_({row.HL_DB for row in mine}),
+            sa.or_(hl.HL_TXNID == 0, hl.HL_TXNID != txn_id) if txn_id else sa.true())
+            .order_by(hl.HL_LOCK_EXT_ID, hl.HL_LOCK_INT_ID)).all()
+        for row in mine:
+            wanted = _component(row)
+            for other in earlier:
+                if overlaps(wanted, _component(other)) and not compatible(wanted.lock_type, LockType(other.HL_LOCK_TYPE)):
+                    conn.execute(s.hive_locks.update().where(hl.HL_LOCK_EXT_ID == lock_id).values(
+                        HL_BLOCKEDBY_EXT_ID=other.HL_LOCK_EXT_ID, HL_BLOCKEDBY_INT_ID=other.HL_LOCK_INT_ID))
+                    return LockResponse(lock_id, LOCK_WAITING)
+        conn.execute(s.hive_locks.update().where(hl.HL_LOCK_EXT_ID == lock_id).values(
+            HL_LOCK_STATE=LOCK_ACQUIRED, HL_ACQUIRED_AT=self.db.clock.now_ms(), HL_BLOCKEDBY_EXT_ID=None,
+            HL_BLOCKEDBY_INT_ID=None))
+        return LockResponse(lock_id, LOCK_ACQUIRED)
+
+    def acquire(self, components: Sequence[LockComponent], *, txn_id: int | None = None, timeout_ms: int = 60_000,
+                agent_info: str | None = None) -> int:
+        """Lock and wait until granted; on timeout withdraw the request.
+
+        Raises:
+            LockTimeoutError: still blocked after `timeout_ms` (the message names the blocking lock).
+        """
+        response = self.lock(components, txn_id=txn_id, agent_info=agent_info)
+        return self.wait_for_lock(response.lock_id, timeout_ms=timeout_ms).lock_id
+
+    def wait_for_lock(self, lock_id: int, *, timeout_ms: int) -> LockResponse:
+        """Poll a waiting request (doubling pauses up to 1 s) until granted or `timeout_ms` passes."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        pause = 0.02
+        while True:
+            response = self.check_lock(lock_id)
+            if response.acquired:
+                return response
+            if time.monotonic() >= deadline:
+                blocker = self._withdraw(lock_id)
+                raise LockTimeoutError(f"lock {lock_id} was not granted within {timeout_ms} ms and was withdrawn; "
+                                       f"blocked by {blocker}")
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 1.0)
+
+    def _withdraw(self, lock_id: int) -> str:
+        def withdraw(conn: Connection) -> str:
+            hl = s.hive_locks.c
+            row = conn.execute(sa.select(hl.HL_BLOCKEDBY_EXT_ID).where(hl.HL_LOCK_EXT_ID == lock_id)
+                               .limit(1)).first()
+            conn.execute(s.hive_locks.delete().where(hl.HL_LOCK_EXT_ID == lock_id, hl.HL_LOCK_STATE == LOCK_WAITING))
+            if row is None or row[0] is None:
+                return "an earlier request"
+            holder = conn.execute(sa.select(hl.HL_TXNID, hl.HL_USER, hl.HL_HOST, hl.HL_LOCK_TYPE, hl.HL_LOCK_STATE)
+                                  .where(hl.HL_LOCK_EXT_ID == row[0]).limit(1)).first()
+            if holder is None:
+                return f"lock {row[0]} (since released)"
+            state = "held" if holder.HL_LOCK_STATE == LOCK_ACQUIRED else "queued"
+            return (f"lock {row[0]} ({LockType(holder.HL_LOCK_TYPE).name.lower()}, {state}, transaction "
+                    f"{holder.HL_TXNID or 'none'}, {holder.HL_USER}@{holder.HL_HOST})")
+
+        return self.db.run(f"withdraw lock {lock_id}", withdraw)
+
+    def unlock(self, lock_id: int) -> None:
+        """Release a lock taken without a transaction.
+
+        Raises:
+            NoSuchLockError: unknown or already released; MetastoreError: the lock belongs to a transaction.
+        """
+        def release(conn: Connection) -> None:
+            hl = s.hive_locks.c
+            txn = conn.execute(sa.select(hl.HL_TXNID).where(hl.HL_LOCK_EXT_ID == lock_id).limit(1)).scalar_one_or_none()
+            if txn is None:
+                raise NoSuchLockError(f"lock {lock_id} does not exist (released, or expired for lack of heartbeats)")
+            if txn:
+                raise MetastoreError(f"lock {lock_id} belongs to transaction {txn}; it is released when that "
+                                     "transaction commits or aborts")
+            conn.execute(s.hive_locks.delete().where(hl.HL_LOCK_EXT_ID == lock_id))
+
+        self.db.run(f"unlock {lock_id}", release)
+
+    def heartbeat_lock(self, lock_id: int) -> None:
+        """Keep a lock taken without a transaction alive."""
+        def beat(conn: Connection) -> None:
+            hl = s.hive_locks.c
+            if not conn.execute(s.hive_locks.update().where(hl.HL_LOCK_EXT_ID == lock_id).values(
+                    HL_LAST_HEARTBEAT=self.db.clock.now_ms(),
+                    HL_HEARTBEAT_COUNT=sa.func.coalesce(hl.HL_HEARTBEAT_COUNT, 0) + 1)).rowcount:
+                raise NoSuchLockError(f"lock {lock_id} does not exist (released, or expired for lack of heartbeats)")
+
+        self.db.run(f"heartbeat lock {lock_id}", beat)
+
+    def show_locks(self, *, database: str | None = None, table: str | None = None,
+                   partition: str | None = None) -> list[LockInfo]:
+        """SHOW LOCKS, optionally for one database, table or partition."""
+        hl = s.hive_locks.c
+        query = sa.select(s.hive_locks).order_by(hl.HL_LOCK_EXT_ID, hl.HL_LOCK_INT_ID)
+        if database:
+            query = query.where(hl.HL_DB == database.lower())
+        if table:
+            query = query.where(hl.HL_TABLE == table.lower())
+        if partition:
+            query = query.where(hl.HL_PARTITION == partition)
+        rows = self.db.run("show locks", lambda conn: conn.execute(query).all(), write=False)
+        return [LockInfo(r.HL_LOCK_EXT_ID, r.HL_LOCK_INT_ID, r.HL_TXNID, r.HL_DB, r.HL_TABLE, r.HL_PARTITION,
+                         r.HL_LOCK_STATE, r.HL_LOCK_TYPE, r.HL_LAST_HEARTBEAT, r.HL_ACQUIRED_AT, r.HL_USER, r.HL_HOST,
+                         r.HL_AGENT_INFO, r.HL_BLOCKEDBY_EXT_ID, r.HL_BLOCKEDBY_INT_ID) for r in rows]
+
+
+def _component(row) -> LockComponent:
+    return LockComponent(row.HL_DB, row.HL_TABLE, row.HL_PARTITION, LockType(row.HL_LOCK_TYPE))

@@ -1,0 +1,420 @@
+"""Transactions and write ids: Hive's TxnHandler (open, commit, abort, heartbeat, write ids, snapshots, timeouts).
+
+Ids come from counter rows (NEXT_TXN_ID, NEXT_WRITE_ID) updated in the same database transaction that records them,
+so they never repeat or go missing. Every state change is a compare-and-swap on TXN_STATE. Commit follows Hive:
+update/delete components are checked against WRITE_SET under the TXN_LOCK_TBL row lock (first committer wins),
+components move to COMPLETED_TXN_COMPONENTS, locks are released, and a compactor transaction stamps its queue entry
+with the next transaction id (the cleaner's watermark).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
+
+from acid_core.errors import (MetastoreError, NoSuchTxnError, TxnAbortedError, TxnStateError, WriteConflictError)
+from acid_core.metastore import schema as s
+from acid_core.metastore.engine import Database
+from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
+
+TXN_OPEN, TXN_ABORTED, TXN_COMMITTED = "o", "a", "c"
+DEFAULT_TXN_TIMEOUT_MS = 300_000
+DEFAULT_MAX_OPEN_BATCH = 1000
+
+
+class TxnType(enum.IntEnum):
+    """Hive's thrift TxnType."""
+
+    DEFAULT = 0
+    REPL_CREATED = 1
+    READ_ONLY = 2
+    COMPACTION = 3
+    MATER_VIEW_REBUILD = 4
+    SOFT_DELETE = 5
+    REBALANCE_COMPACTION = 6
+
+
+class Operation(str, enum.Enum):
+    """TXN_COMPONENTS.TC_OPERATION_TYPE codes (Hive's OperationType)."""
+
+    SELECT = "s"
+    INSERT = "i"
+    UPDATE = "u"
+    DELETE = "d"
+    COMPACT = "c"
+
+
+_UPDATE_DELETE = (Operation.UPDATE.value, Operation.DELETE.value)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnInfo:
+    """One row of SHOW TRANSACTIONS."""
+
+    txn_id: int
+    state: str
+    started_ms: int
+    last_heartbeat_ms: int
+    user: str
+    host: str
+    agent_info: str | None
+    txn_type: int | None
+
+    @property
+    def state_name(self) -> str:
+        return {TXN_OPEN: "OPEN", TXN_ABORTED: "ABORTED", TXN_COMMITTED: "COMMITTED"}.get(self.state, self.state)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What one reader sees: the txn list and, per table, its write-id list, taken together."""
+
+    txns: ValidTxnList
+    write_ids: dict[str, ValidWriteIdList]
+
+
+def full_table_name(database: str, table: str) -> str:
+    return f"{database.lower()}.{table.lower()}"
+
+
+class TxnStore:
+    """Transactions, write ids and snapshots in the metastore database."""
+
+    def __init__(self, db: Database, *, txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
+                 max_open_batch: int = DEFAULT_MAX_OPEN_BATCH) -> None:
+        self.db = db
+        self.txn_timeout_ms = txn_timeout_ms
+        self.max_open_batch = max_open_batch
+
+    # --- opening -------------------------------------------------------------------------------------------------
+    def open_txns(self, count: int = 1, *, txn_type: TxnType = TxnType.DEFAULT, agent_info: str | None = None,
+                  user: str | None = None) -> list[int]:
+        """Open `count` transactions at once (Hive's openTxns); ids are consecutive.
+
+        Raises:
+            MetastoreError: count is outside 1..hive.txn.max.open.batch.
+        """
+        if not 1 <= count <= self.max_open_batch:
+            raise MetastoreError(f"cannot open {count} transactions at once: allowed 1..{self.max_open_batch} "
+                                 "(hive.txn.max.open.batch)")
+        now = self.db.clock.now_ms()
+        values = {"now": now, "user": (user or self.db.identity.user)[:128], "host": self.db.identity.host,
+                  "agent": agent_info[:128] if agent_info else None, "type": int(txn_type), "count": count}
+
+        def open_(conn: Connection) -> list[int]:
+            if self.db.dialect == "postgresql":
+                rows = conn.execute(sa.text(
+                    'WITH n AS (UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + :count RETURNING "NTXN_NEXT") '
+                    'INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", '
+                    '"TXN_HOST", "TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE") '
+                    "SELECT g, 'o', :now, :now, :user, :host, :agent, 0, :type "
+                    'FROM n, generate_series(n."NTXN_NEXT" - :count, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID"'),
+                    values).scalars().all()
+                return sorted(rows)
+            following = conn.execute(s.next_txn_id.update().values(NTXN_NEXT=s.next_txn_id.c.NTXN_NEXT + count)
+                                     .returning(s.next_txn_id.c.NTXN_NEXT)).scalar_one()
+            ids = list(range(following - count, following))
+            conn.execute(s.txns.insert(), [
+                {"TXN_ID": i, "TXN_STATE": TXN_OPEN, "TXN_STARTED": now, "TXN_LAST_HEARTBEAT": now,
+                 "TXN_USER": values["user"], "TXN_HOST": values["host"], "TXN_AGENT_INFO": values["agent"],
+                 "TXN_HEARTBEAT_COUNT": 0, "TXN_TYPE": values["type"]} for i in ids])
+            return ids
+
+        return self.db.run("open transactions", open_)
+
+    def open_txn(self, **options) -> int:
+        return self.open_txns(1, **options)[0]
+
+    # --- state checks ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _state_error(conn: Connection, txn_id: int, action: str) -> MetastoreError:
+        state = conn.execute(sa.select(s.txns.c.TXN_STATE).where(s.txns.c.TXN_ID == txn_id)).scalar_one_or_none()
+        if state == TXN_ABORTED:
+            return TxnAbortedError(f"cannot {action} transaction {txn_id}: it was aborted")
+        if state is None:
+            return NoSuchTxnError(f"cannot {action} transaction {txn_id}: no such transaction "
+                                  "(never opened, or already committed)")
+        return TxnStateError(f"cannot {action} transaction {txn_id}: it is in state {state!r}")
+
+    def require_open(self, conn: Connection, txn_id: int, action: str) -> int:
+        """Lock the open transaction's row for this database transaction and return its type."""
+        row = conn.execute(s.txns.update().where(s.txns.c.TXN_ID == txn_id, s.txns.c.TXN_STATE == TXN_OPEN)
+                           .values(TXN_STATE=TXN_OPEN).returning(s.txns.c.TXN_TYPE)).first()
+        if row is None:
+            raise self._state_error(conn, txn_id, action)
+        return row[0] or 0
+
+    # --- commit / abort -------------------------------------------------------------------------------------------
+    def commit(self, txn_id: int) -> None:
+        """Commit: first committer wins for update/delete of the same partition.
+
+        Raises:
+            WriteConflictError: another update/delete on the same partition committed after this transaction began;
+                this transaction has been aborted.
+            TxnAbortedError, NoSuchTxnError: the transaction is not open.
+        """
+        conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: self._commit(conn, txn_id))
+        if conflict:
+            raise WriteConflictError(f"transaction {txn_id} was aborted due to a write conflict: {conflict}")
+
+    def _commit(self, conn: Connection, txn_id: int) -> str | None:
+        txn_type = self.require_open(conn, txn_id, "commit")
+        tc = s.txn_components.c
+        operations = set(conn.execute(sa.select(tc.TC_OPERATION_TYPE).where(tc.TC_TXNID == txn_id).distinct())
+                         .scalars().all())
+        now = self.db.clock.now_ms()
+        if operations & set(_UPDATE_DELETE):
+            if self.db.dialect == "postgresql":
+                conn.execute(sa.select(s.txn_lock_tbl.c.TXN_LOCK).with_for_update()).all()
+            commit_id = conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT)).scalar_one() - 1
+            conflict = self._find_write_conflict(conn, txn_id)
+            if conflict is not None:
+                self._abort(conn, txn_id)
+                return conflict
+            conn.execute(s.write_set.insert().from_select(
+                ["WS_DATABASE", "WS_TABLE", "WS_PARTITION", "WS_TXNID", "WS_COMMIT_ID", "WS_OPERATION_TYPE"],
+                sa.select(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, tc.TC_TXNID, sa.literal(commit_id),
+                          tc.TC_OPERATION_TYPE).where(tc.TC_TXNID == txn_id, tc.TC_OPERATION_TYPE.in_(_UPDATE_DELETE))))
+        if operations:
+            update_delete = sa.case((tc.TC_OPERATION_TYPE.in_(_UPDATE_DELETE), "Y"), else_="N")
+            conn.execute(s.completed_txn_components.insert().from_select(
+                ["CTC_TXNID", "CTC_DATABASE", "CTC_TABLE", "CTC_PARTITION", "CTC_TIMESTAMP", "CTC_WRITEID",
+                 "CTC_UPDATE_DELETE"],
+                sa.select(tc.TC_TXNID, tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, sa.literal(now), tc.TC_WRITEID,
+                          update_delete).where(tc.TC_TXNID == txn_id, tc.TC_OPERATION_TYPE != Operation.COMPACT.value)))
+            conn.execute(s.txn_components.delete().where(tc.TC_TXNID == txn_id))
+        if txn_type in (TxnType.COMPACTION, TxnType.REBALANCE_COMPACTION):
+            # Hold NEXT_TXN_ID until this commit is visible: a transaction opened from now on gets an id at or
+            # above `following` and sees the compaction's output, so the cleaner's watermark stays exact.
+            following = conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT).with_for_update()).scalar_one()
+            conn.execute(s.compaction_queue.update().where(s.compaction_queue.c.CQ_TXN_ID == txn_id)
+                         .values(CQ_NEXT_TXN_ID=following, CQ_COMMIT_TIME=now))
+        conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == txn_id))
+        conn.execute(s.txns.delete().where(s.txns.c.TXN_ID == txn_id))
+        return None
+
+    @staticmethod
+    def _find_write_conflict(conn: Connection, txn_id: int) -> str | None:
+        ws, tc = s.write_set.c, s.txn_components.c
+        same_partition = sa.or_(ws.WS_PARTITION == tc.TC_PARTITION,
+                                sa.and_(ws.WS_PARTITION.is_(None), tc.TC_PARTITION.is_(None)))
+        row = conn.execute(
+            sa.select(ws.WS_TXNID, ws.WS_COMMIT_ID, ws.WS_DATABASE, ws.WS_TABLE, ws.WS_PARTITION, ws.WS_OPERATION_TYPE,
+                      tc.TC_OPERATION_TYPE)
+            .select_from(s.write_set.join(s.txn_components, sa.and_(ws.WS_DATABASE == tc.TC_DATABASE,
+                                                                    ws.WS_TABLE == tc.TC_TABLE, same_partition)))
+            .where(tc.TC_TXNID == txn_id, ws.WS_COMMIT_ID >= txn_id, ws.WS_TXNID != txn_id,
+                   ws.WS_OPERATION_TYPE.in_(_UPDATE_DELETE), tc.TC_OPERATION_TYPE.in_(_UPDATE_DELETE))
+            .order_by(ws.WS_COMMIT_ID).limit(1)).first()
+        if row is None:
+            return None
+        names = {"u": "update", "d": "delete"}
+        where = f"{row.WS_DATABASE}.{row.WS_TABLE}" + (f"/{row.WS_PARTITION}" if row.WS_PARTITION else "")
+        return (f"{names[row.TC_OPERATION_TYPE]} of {where} conflicts with the {names[row.WS_OPERATION_TYPE]} "
+                f"committed by transaction {row.WS_TXNID} (commit id {row.WS_COMMIT_ID})")
+
+    def abort(self, txn_id: int) -> None:
+        """Abort an open transaction and release its locks; its writes stay invisible until cleaned.
+
+        Raises:
+            TxnAbortedError, NoSuchTxnError: the transaction is not open.
+        """
+        def abort_(conn: Connection) -> None:
+            self.require_open(conn, txn_id, "abort")
+            self._abort(conn, txn_id)
+
+        self.db.run(f"abort transaction {txn_id}", abort_)
+
+    @staticmethod
+    def _abort(conn: Connection, txn_id: int) -> None:
+        conn.execute(s.txns.update().where(s.txns.c.TXN_ID == txn_id).values(TXN_STATE=TXN_ABORTED))
+        conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == txn_id))
+
+    def abort_txns(self, txn_ids: Iterable[int]) -> dict[int, str | None]:
+        """Abort several transactions; returns, per id, None on success or the reason it was not aborted."""
+        results: dict[int, str | None] = {}
+        for txn_id in txn_ids:
+            try:
+                self.abort(txn_id)
+                results[txn_id] = None
+            except (TxnStateError, NoSuchTxnError) as exc:
+                results[txn_id] = str(exc)
+        return results
+
+    # --- heartbeats and timeouts ----------------------------------------------------------------------------------
+    def heartbeat(self, txn_id: int) -> None:
+        """Keep an open transaction alive.
+
+        Raises:
+            TxnAbortedError: it timed out or was aborted; NoSuchTxnError: unknown or committed.
+        """
+        def beat(conn: Connection) -> None:
+            updated = conn.execute(
+                s.txns.update().where(s.txns.c.TXN_ID == txn_id, s.txns.c.TXN_STATE == TXN_OPEN)
+                .values(TXN_LAST_HEARTBEAT=self.db.clock.now_ms(),
+                        TXN_HEARTBEAT_COUNT=sa.func.coalesce(s.txns.c.TXN_HEARTBEAT_COUNT, 0) + 1)).rowcount
+            if updated != 1:
+                raise self._state_error(conn, txn_id, "heartbeat")
+
+        self.db.run(f"heartbeat transaction {txn_id}", beat)
+
+    def heartbeat_range(self, low: int, high: int) -> tuple[list[int], list[int]]:
+        """Heartbeat every transaction in low..high (a streaming batch); returns (aborted ids, unknown ids)."""
+        def beat(conn: Connection) -> tuple[list[int], list[int]]:
+            now = self.db.clock.now_ms()
+            conn.execute(s.txns.update().where(s.txns.c.TXN_ID.between(low, high), s.txns.c.TXN_STATE == TXN_OPEN)
+                         .values(TXN_LAST_HEARTBEAT=now))
+            states = dict(conn.execute(sa.select(s.txns.c.TXN_ID, s.txns.c.TXN_STATE)
+                                       .where(s.txns.c.TXN_ID.between(low, high))).all())
+            aborted = sorted(t for t, state in states.items() if state == TXN_ABORTED)
+            unknown = [t for t in range(low, high + 1) if t not in states]
+            return aborted, unknown
+
+        return self.db.run(f"heartbeat transactions {low}..{high}", beat)
+
+    def perform_timeouts(self) -> list[int]:
+        """Abort open transactions whose last heartbeat is older than hive.txn.timeout; drop stale txn-less locks."""
+        def time_out(conn: Connection) -> list[int]:
+            cutoff = self.db.clock.now_ms() - self.txn_timeout_ms
+            stale = conn.execute(sa.select(s.txns.c.TXN_ID).where(
+                s.txns.c.TXN_STATE == TXN_OPEN, s.txns.c.TXN_LAST_HEARTBEAT < cutoff,
+                sa.func.coalesce(s.txns.c.TXN_TYPE, 0) != TxnType.REPL_CREATED).order_by(s.txns.c.TXN_ID)).scalars().all()
+            for txn_id in stale:
+                if conn.execute(s.txns.update().where(s.txns.c.TXN_ID == txn_id, s.txns.c.TXN_STATE == TXN_OPEN,
+                                                      s.txns.c.TXN_LAST_HEARTBEAT < cutoff)
+                                .values(TXN_STATE=TXN_ABORTED)).rowcount:
+                    conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == txn_id))
+            conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == 0,
+                                                     s.hive_locks.c.HL_LAST_HEARTBEAT < cutoff))
+            return list(stale)
+
+        return self.db.run("time out transactions", time_out)
+
+    # --- write ids and components --------------------------------------------------------------------------------
+    def allocate_write_ids(self, txn_ids: Sequence[int], database: str, table: str) -> dict[int, int]:
+        """The write id of each open transaction for a table, allocating new ones in transaction order."""
+        database, table = database.lower(), table.lower()
+
+        def allocate(conn: Connection) -> dict[int, int]:
+            for txn_id in txn_ids:
+                self.require_open(conn, txn_id, f"allocate a write id for {database}.{table} in")
+            t2w = s.txn_to_write_id.c
+            existing = dict(conn.execute(sa.select(t2w.T2W_TXNID, t2w.T2W_WRITEID).where(
+                t2w.T2W_DATABASE == database, t2w.T2W_TABLE == table, t2w.T2W_TXNID.in_(list(txn_ids)))).all())
+            missing = sorted(t for t in txn_ids if t not in existing)
+            if missing:
+                first = self._reserve_write_ids(conn, database, table, len(missing))
+                rows = [{"T2W_TXNID": t, "T2W_DATABASE": database, "T2W_TABLE": table, "T2W_WRITEID": first + i}
+                        for i, t in enumerate(missing)]
+                conn.execute(s.txn_to_write_id.insert(), rows)
+                existing.update({r["T2W_TXNID"]: r["T2W_WRITEID"] for r in rows})
+            return {t: existing[t] for t in txn_ids}
+
+        return self.db.run(f"allocate write ids for {database}.{table}", allocate)
+
+    @staticmethod
+    def _reserve_write_ids(conn: Connection, database: str, table: str, count: int) -> int:
+        nwi = s.next_write_id.c
+        following = conn.execute(s.next_write_id.update().where(nwi.NWI_DATABASE == database, nwi.NWI_TABLE == table)
+                                 .values(NWI_NEXT=nwi.NWI_NEXT + count).returning(nwi.NWI_NEXT)).scalar_one_or_none()
+        if following is not None:
+            return following - count
+        # First write to the table: create the counter row unless a concurrent first writer just did, then take ids.
+        insert = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(s.next_write_id)
+        conn.execute(insert.values(NWI_DATABASE=database, NWI_TABLE=table, NWI_NEXT=1).on_conflict_do_nothing())
+        return conn.execute(s.next_write_id.update().where(nwi.NWI_DATABASE == database, nwi.NWI_TABLE == table)
+                            .values(NWI_NEXT=nwi.NWI_NEXT + count).returning(nwi.NWI_NEXT)).scalar_one() - count
+
+    def add_components(self, txn_id: int, database: str, table: str, partitions: Sequence[str | None],
+                       operation: Operation) -> None:
+        """Record what a transaction writes (Hive does this when it takes the write locks): TXN_COMPONENTS rows."""
+        database, table = database.lower(), table.lower()
+
+        def add(conn: Connection) -> None:
+            self.require_open(conn, txn_id, "record writes of")
+            write_id = conn.execute(sa.select(s.txn_to_write_id.c.T2W_WRITEID).where(
+                s.txn_to_write_id.c.T2W_TXNID == txn_id, s.txn_to_write_id.c.T2W_DATABASE == database,
+                s.txn_to_write_id.c.T2W_TABLE == table)).scalar_one_or_none()
+            conn.execute(s.txn_components.insert(), [
+                {"TC_TXNID": txn_id, "TC_DATABASE": database, "TC_TABLE": table, "TC_PARTITION": partition,
+                 "TC_OPERATION_TYPE": Operation(operation).value, "TC_WRITEID": write_id} for partition in partitions])
+
+        self.db.run(f"record writes of transaction {txn_id}", add)
+
+    # --- snapshots ------------------------------------------------------------------------------------------------
+    def snapshot(self, tables: Sequence[str] = (), *, current_txn: int | None = None) -> Snapshot:
+        """The ValidTxnList and the ValidWriteIdLists of `tables` (`db.table`) from one consistent read."""
+        def read(conn: Connection) -> Snapshot:
+            txns = self._valid_txns(conn, current_txn)
+            return Snapshot(txns, {name: self._valid_write_ids(conn, name, txns, current_txn) for name in tables})
+
+        return self.db.run("read snapshot", read, write=False, snapshot=True)
+
+    def valid_txns(self, current_txn: int | None = None) -> ValidTxnList:
+        return self.snapshot((), current_txn=current_txn).txns
+
+    def valid_write_ids(self, database: str, table: str, *, current_txn: int | None = None) -> ValidWriteIdList:
+        name = full_table_name(database, table)
+        return self.snapshot([name], current_txn=current_txn).write_ids[name]
+
+    @staticmethod
+    def _valid_txns(conn: Connection, current_txn: int | None) -> ValidTxnList:
+        """Hive's createValidReadTxnList: a transaction sees what committed below it, and its own writes."""
+        high = conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT)).scalar_one() - 1
+        if current_txn:
+            high = min(high, current_txn)
+        rows = conn.execute(sa.select(s.txns.c.TXN_ID, s.txns.c.TXN_STATE).where(
+            s.txns.c.TXN_ID <= high, s.txns.c.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)))).all()
+        open_ids = tuple(t for t, state in rows if state == TXN_OPEN and t != current_txn)
+        aborted = tuple(t for t, state in rows if state == TXN_ABORTED)
+        return ValidTxnList(high_watermark=high, open_ids=open_ids, aborted_ids=aborted,
+                            min_open=min(open_ids, default=LONG_MAX))
+
+    @staticmethod
+    def _valid_write_ids(conn: Connection, name: str, txns: ValidTxnList, current_txn: int | None) -> ValidWriteIdList:
+        """The table's write ids as `txns` sees them: write ids of invalid transactions are exceptions."""
+        database, _, table = name.partition(".")
+        t2w = s.txn_to_write_id.c
+        of_table = sa.and_(t2w.T2W_DATABASE == database, t2w.T2W_TABLE == table)
+        high = conn.execute(sa.select(sa.func.max(t2w.T2W_WRITEID)).where(
+            of_table, t2w.T2W_TXNID <= txns.high_watermark)).scalar_one_or_none() or 0
+        if current_txn:
+            own = conn.execute(sa.select(t2w.T2W_WRITEID).where(of_table, t2w.T2W_TXNID == current_txn)).scalar_one_or_none()
+            high = max(high, own or 0)
+        invalid_txns = sa.select(s.txns.c.TXN_ID).where(s.txns.c.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)))
+        rows = conn.execute(sa.select(t2w.T2W_TXNID, t2w.T2W_WRITEID).where(
+            of_table, t2w.T2W_WRITEID <= high,
+            sa.or_(t2w.T2W_TXNID > txns.high_watermark, t2w.T2W_TXNID.in_(invalid_txns)))).all()
+        open_ids, aborted = [], []
+        for txn_id, write_id in rows:
+            if txn_id == current_txn:
+                continue
+            (aborted if txns.is_aborted(txn_id) else open_ids).append(write_id)
+        return ValidWriteIdList(table_name=name, high_watermark=high, open_ids=tuple(open_ids),
+                                aborted_ids=tuple(aborted), min_open=min(open_ids, default=LONG_MAX))
+
+    # --- inspection ------------------------------------------------------------------------------------------------
+    def show_transactions(self) -> list[TxnInfo]:
+        """Open and aborted transactions (SHOW TRANSACTIONS)."""
+        t = s.txns.c
+        rows = self.db.run("show transactions", lambda conn: conn.execute(
+            sa.select(t.TXN_ID, t.TXN_STATE, t.TXN_STARTED, t.TXN_LAST_HEARTBEAT, t.TXN_USER, t.TXN_HOST,
+                      t.TXN_AGENT_INFO, t.TXN_TYPE).where(t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)))
+            .order_by(t.TXN_ID)).all(), write=False)
+        return [TxnInfo(*row) for row in rows]
+
+    def min_open_txn(self) -> int | None:
+        """The lowest open transaction id (the cleaner's watermark), or None."""
+        return self.db.run("find lowest open transaction", lambda conn: conn.execute(
+            sa.select(sa.func.min(s.txns.c.TXN_ID)).where(s.txns.c.TXN_STATE == TXN_OPEN)).scalar_one_or_none(),
+            write=False)
+
+    def next_txn_id(self) -> int:
+        return self.db.run("read next transaction id", lambda conn: conn.execute(
+            sa.select(s.next_txn_id.c.NTXN_NEXT)).scalar_one(), write=False)
