@@ -157,6 +157,14 @@ class FileSystem:
             self.delete_file(temp)
             raise
 
+    def append_bytes(self, path: str, data: bytes) -> None:
+        """Append to a file (streaming side files); the filesystem must support appends (local, HDFS)."""
+        try:
+            with self._fs.open_append_stream(path) as stream:
+                stream.write(data)
+        except (OSError, pa.ArrowNotImplementedError) as exc:
+            raise _wrap("append to", path, exc) from exc
+
     def open_output(self, path: str) -> pa.NativeFile:
         try:
             return self._fs.open_output_stream(path)

@@ -103,14 +103,15 @@ class EventFileWriter:
     """
 
     def __init__(self, stream, columns: Sequence[Column], *, compression: str = "ZLIB",
-                 stripe_rows: int = DEFAULT_STRIPE_ROWS) -> None:
+                 stripe_rows: int = DEFAULT_STRIPE_ROWS, batch_rows: int = _BATCH_ROWS) -> None:
         if compression.upper() not in COMPRESSIONS:
             raise SchemaMismatchError(f"compression {compression!r} is not one of {sorted(COMPRESSIONS)} "
                                       "(Hive 3.1 cannot read ZSTD)")
         self._writer = pyorc.Writer(stream, event_schema(columns), compression=COMPRESSIONS[compression.upper()],
-                                    stripe_size=1 << 40, batch_size=_BATCH_ROWS, struct_repr=pyorc.StructRepr.TUPLE)
+                                    stripe_size=1 << 40, batch_size=batch_rows, struct_repr=pyorc.StructRepr.TUPLE)
         # A stripe cut must fall on a batch boundary, or pyorc still holds rows the stripe should contain.
-        self._stripe_rows = max(1, -(-stripe_rows // _BATCH_ROWS)) * _BATCH_ROWS
+        # Streaming writers use batch_rows=1 so that every flush reaches the file.
+        self._stripe_rows = max(1, -(-stripe_rows // batch_rows)) * batch_rows
         self._in_stripe = 0
         self._key_index: list[str] = []
         self._last_key: tuple[int, int, int] | None = None
@@ -137,11 +138,16 @@ class EventFileWriter:
                 self._end_stripe()
 
     def _end_stripe(self) -> None:
-        if self._in_stripe == 0:
-            return
-        self._writer.write_intermediate_footer()
-        self._key_index.append("%d,%d,%d;" % self._last_key)
-        self._in_stripe = 0
+        if self._in_stripe:
+            self.flush()
+
+    def flush(self) -> int:
+        """End the current stripe and write an intermediate footer; returns the length a reader may use
+        (what a streaming writer records in the `_flush_length` side file)."""
+        if self._in_stripe:
+            self._key_index.append("%d,%d,%d;" % self._last_key)
+            self._in_stripe = 0
+        return self._writer.write_intermediate_footer()
 
     @property
     def stats(self) -> AcidStats:

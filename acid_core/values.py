@@ -10,7 +10,9 @@ from __future__ import annotations
 import datetime
 import decimal
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
+
+from acid_core.errors import InvalidRowError
 
 Check = Callable[[Any], str | None]
 
@@ -83,3 +85,35 @@ def value_check(type_name: str) -> Check | None:
     if normal == "timestamp":
         return _instance((datetime.datetime,), normal)
     return None
+
+
+class RowChecker:
+    """Turns a row (a sequence in column order, or a mapping by column name) into a checked tuple."""
+
+    def __init__(self, columns: Sequence) -> None:
+        self.columns = tuple(columns)
+        self._names = [c.name for c in self.columns]
+        self._checks = [(i, c.name, check) for i, c in enumerate(self.columns) if (check := value_check(c.type))]
+
+    def normalise(self, row: Sequence[Any] | Mapping[str, Any], index: int) -> tuple:
+        """The row as a tuple in column order.
+
+        Raises:
+            InvalidRowError: wrong number of values, unknown column names, or a value that does not fit its column;
+                the message names the row's index and the column.
+        """
+        if isinstance(row, Mapping):
+            unknown = set(row) - set(self._names)
+            if unknown:
+                raise InvalidRowError(f"row {index}: unknown columns {sorted(unknown)}; table columns are {self._names}")
+            values = tuple(row.get(name) for name in self._names)
+        else:
+            values = tuple(row)
+            if len(values) != len(self.columns):
+                raise InvalidRowError(f"row {index} has {len(values)} values, the table has {len(self.columns)} "
+                                      f"columns ({self._names})")
+        for position, name, check in self._checks:
+            value = values[position]
+            if value is not None and (problem := check(value)) is not None:
+                raise InvalidRowError(f"row {index}, column {name!r}: {problem}")
+        return values

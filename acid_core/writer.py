@@ -20,7 +20,7 @@ from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_na
 from acid_core.orc_events import (DEFAULT_STRIPE_ROWS, DELETE_OPERATION, INSERT_OPERATION, Column, EventFileWriter,
                                   parse_columns)
 from acid_core.rowid import RowId, decode_bucket_id, encode_bucket
-from acid_core.values import value_check
+from acid_core.values import RowChecker
 
 BucketFunction = Callable[[tuple], int]
 
@@ -45,7 +45,7 @@ class EmbeddedWriter:
             fs, location = FileSystem.resolve(location)
         self.fs, self.location = fs, location.rstrip("/") or "/"
         self.columns = parse_columns(columns)
-        self._checks = [(i, c.name, check) for i, c in enumerate(self.columns) if (check := value_check(c.type))]
+        self.rows = RowChecker(self.columns)
         self.partition_keys = tuple(key.lower() for key in partition_keys)
         if bucket_count is not None and not 1 <= bucket_count <= 4096:
             raise InvalidRowError(f"bucket count {bucket_count} must be in 1..4096")
@@ -73,26 +73,6 @@ class EmbeddedWriter:
         path = self.fs.join(self.location, partition_dir_name({k: None if v is None else str(v) for k, v in spec.items()}))
         return ensure_inside(self.location, path)
 
-    def _normalise(self, row: Sequence[Any] | Mapping[str, Any], index: int) -> tuple:
-        if isinstance(row, Mapping):
-            unknown = set(row) - {c.name for c in self.columns}
-            if unknown:
-                raise InvalidRowError(f"row {index}: unknown columns {sorted(unknown)}; table columns are "
-                                      f"{[c.name for c in self.columns]}")
-            return self._checked(tuple(row.get(c.name) for c in self.columns), index)
-        values = tuple(row)
-        if len(values) != len(self.columns):
-            raise InvalidRowError(f"row {index} has {len(values)} values, the table has {len(self.columns)} columns "
-                                  f"({[c.name for c in self.columns]})")
-        return self._checked(values, index)
-
-    def _checked(self, values: tuple, index: int) -> tuple:
-        for position, name, check in self._checks:
-            value = values[position]
-            if value is not None and (problem := check(value)) is not None:
-                raise InvalidRowError(f"row {index}, column {name!r}: {problem}")
-        return values
-
     def _bucket_of(self, row: tuple, writer_id: int) -> int:
         if not self.bucket_count:
             return writer_id
@@ -110,7 +90,7 @@ class EmbeddedWriter:
                                   f"{self.bucket_count} buckets and places rows by hash")
         by_bucket: dict[int, list[tuple]] = {}
         for index, row in enumerate(rows):
-            values = self._normalise(row, index)
+            values = self.rows.normalise(row, index)
             by_bucket.setdefault(self._bucket_of(values, writer_id), []).append(values)
         events = {}
         for bucket, values in sorted(by_bucket.items()):

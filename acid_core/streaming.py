@@ -1,0 +1,245 @@
+"""Streaming ingest, as Hive's streaming connection: many small transactions written into one delta per batch.
+
+A connection to a table (and a static partition) opens a batch of transactions at once, allocates their write ids
+together (consecutive), and writes one `delta_<min>_<max>` directory for the batch. Each commit first flushes the
+ORC file and appends the flushed length to the bucket file's `_flush_length` side file, then commits the transaction;
+readers read only up to the last recorded length, and only the write ids their snapshot says committed. Aborted
+transactions leave rows that no snapshot ever sees. Closing (or a crash, through transaction time-outs) aborts what
+is still open.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from typing import Any, Iterable, Mapping, Sequence
+
+from acid_core.bucketing import bucket_function
+from acid_core.errors import AcidError, TxnStateError
+from acid_core.fs import FileSystem
+from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, side_file_name
+from acid_core.metastore import Metastore
+from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.metastore.txns import Operation
+from acid_core.orc_events import INSERT_OPERATION, EventFileWriter
+from acid_core.rowid import encode_bucket
+from acid_core.values import RowChecker
+
+_NEVER = 1 << 62
+
+
+class _BucketFile:
+    """One open bucket file of a batch, with its side file."""
+
+    def __init__(self, fs: FileSystem, directory: str, bucket: int, columns, compression: str) -> None:
+        self.fs = fs
+        self.path = fs.join(directory, bucket_file_name(bucket))
+        self.side_path = side_file_name(self.path)
+        self.bucket_property = encode_bucket(bucket, 0)
+        fs.write_atomically(self.side_path, struct.pack(">q", 0))
+        self.stream = fs.open_output(self.path)
+        self.writer = EventFileWriter(self.stream, columns, compression=compression, stripe_rows=_NEVER, batch_rows=1)
+        self.next_row_id = 0
+        self.write_id: int | None = None
+
+    def write(self, rows: list[tuple], write_id: int) -> None:
+        if write_id != self.write_id:  # rowIds restart for every transaction, as Hive's record updater does
+            self.write_id, self.next_row_id = write_id, 0
+        first = self.next_row_id
+        self.writer.write([(INSERT_OPERATION, write_id, self.bucket_property, first + i, write_id, row)
+                           for i, row in enumerate(rows)], operation=INSERT_OPERATION)
+        self.next_row_id += len(rows)
+
+    def flush(self) -> None:
+        length = self.writer.flush()
+        self.stream.flush()
+        self.fs.append_bytes(self.side_path, struct.pack(">q", length))
+
+    def close(self) -> None:
+        self.writer.close()
+        self.stream.close()
+        self.fs.delete_file(self.side_path)
+
+
+class StreamingConnection:
+    """Writes rows into a table (or one static partition of it) in transactions opened a batch at a time."""
+
+    def __init__(self, metastore: Metastore, database: str, table: str, *, partition: Mapping[str, Any] | None = None,
+                 batch_size: int = 10, agent_info: str = "acid-streaming", compression: str = "ZLIB",
+                 heartbeat_interval_s: float | None = None, fs: FileSystem | None = None) -> None:
+        self.metastore = metastore
+        self.table = metastore.catalog.require_transactional(database, table)
+        self.partition_name = self.table.partition_name(partition or {})
+        if self.partition_name is not None:
+            metastore.catalog.add_partition(database, table, partition)
+        location = self.table.partition_location(self.partition_name)
+        if fs is None:
+            fs, location = FileSystem.resolve(location)
+        self.fs, self.location = fs, location
+        if not 1 <= batch_size <= metastore.txns.max_open_batch:
+            raise AcidError(f"batch size {batch_size} must be in 1..{metastore.txns.max_open_batch}")
+        self.batch_size = batch_size
+        self.agent_info = agent_info
+        self.compression = compression
+        self.rows = RowChecker(self.table.columns)
+        self._place = (bucket_function(self.table.columns, self.table.bucket_columns, self.table.num_buckets,
+                                       version=self.table.bucketing_version)
+                       if self.table.num_buckets > 0 else None)
+        self._batch: list[int] = []
+        self._write_ids: dict[int, int] = {}
+        self._next_in_batch = 0
+        self._current: int | None = None
+        self._files: dict[int, _BucketFile] = {}
+        self._directory: str | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeats = None
+        if heartbeat_interval_s:
+            self._heartbeats = threading.Thread(target=self._heartbeat_loop, args=(heartbeat_interval_s,),
+                                                name="acid-streaming-heartbeat", daemon=True)
+            self._heartbeats.start()
+
+    # --- batches ---------------------------------------------------------------------------------------------------
+    @property
+    def current_txn_id(self) -> int | None:
+        return self._current
+
+    @property
+    def current_write_id(self) -> int | None:
+        return None if self._current is None else self._write_ids[self._current]
+
+    @property
+    def remaining_in_batch(self) -> int:
+        return len(self._batch) - self._next_in_batch
+
+    def _fetch_batch(self) -> None:
+        txns = self.metastore.txns
+        self._batch = txns.open_txns(self.batch_size, agent_info=self.agent_info)
+        self._next_in_batch = 0
+        self._write_ids = txns.allocate_write_ids(self._batch, self.table.database, self.table.name)
+        low, high = min(self._write_ids.values()), max(self._write_ids.values())
+        self._directory = self.fs.join(self.location, delta_dir_name(low, high))
+        self.fs.make_dirs(self._directory)
+        if not self.fs.exists(self.fs.join(self._directory, ACID_FORMAT_FILE)):
+            self.fs.write_atomically(self.fs.join(self._directory, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
+        self._files = {}
+
+    def begin_transaction(self) -> int:
+        """Start the next transaction of the batch (opening a new batch when this one is used up)."""
+        with self._lock:
+            self._check_usable()
+            if self._current is not None:
+                raise TxnStateError(f"transaction {self._current} is still open: commit or abort it first")
+            if self.remaining_in_batch == 0:
+                self._finish_batch()
+                self._fetch_batch()
+            txn_id = self._batch[self._next_in_batch]
+            self._next_in_batch += 1
+            component = LockComponent(self.table.database, self.table.name, self.partition_name, LockType.SHARED_WRITE)
+            self.metastore.locks.acquire([component], txn_id=txn_id, agent_info=self.agent_info)
+            self.metastore.txns.add_components(txn_id, self.table.database, self.table.name, [self.partition_name],
+                                               Operation.INSERT)
+            self._current = txn_id
+            return txn_id
+
+    def write(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> int:
+        """Write rows in the current transaction; returns how many.
+
+        Raises:
+            InvalidRowError: a row does not fit (nothing of this call is written).
+        """
+        with self._lock:
+            self._check_usable()
+            if self._current is None:
+                raise TxnStateError("no transaction is open: call begin_transaction() first")
+            by_bucket: dict[int, list[tuple]] = {}
+            count = 0
+            for index, row in enumerate(rows):
+                values = self.rows.normalise(row, index)
+                by_bucket.setdefault(self._place(values) if self._place else 0, []).append(values)
+                count += 1
+            write_id = self._write_ids[self._current]
+            for bucket, values in sorted(by_bucket.items()):
+                if bucket not in self._files:
+                    self._files[bucket] = _BucketFile(self.fs, self._directory, bucket, self.table.columns,
+                                                      self.compression)
+                self._files[bucket].write(values, write_id)
+            return count
+
+    def commit_transaction(self) -> None:
+        """Make the current transaction's rows durable (flush + side file), then commit it."""
+        with self._lock:
+            txn_id = self._require_current()
+            if self.remaining_in_batch == 0:
+                self._close_files()  # last of the batch: a complete file, no side file needed
+            else:
+                for bucket_file in self._files.values():
+                    bucket_file.flush()
+            self._current = None
+            self.metastore.txns.commit(txn_id)
+
+    def abort_transaction(self) -> None:
+        """Abort the current transaction; rows it wrote stay in the file but no snapshot sees them."""
+        with self._lock:
+            txn_id = self._require_current()
+            self._current = None
+            self.metastore.txns.abort(txn_id)
+
+    def heartbeat(self) -> None:
+        """Keep every still-open transaction of the batch alive."""
+        with self._lock:
+            pending = self._batch[self._next_in_batch - (1 if self._current is not None else 0):]
+        if pending:
+            self.metastore.txns.heartbeat_range(min(pending), max(pending))
+
+    def _heartbeat_loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.heartbeat()
+            except AcidError:
+                continue
+
+    def _require_current(self) -> int:
+        self._check_usable()
+        if self._current is None:
+            raise TxnStateError("no transaction is open")
+        return self._current
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise AcidError(f"streaming connection to {self.table.full_name} is closed")
+
+    def _close_files(self) -> None:
+        for bucket_file in self._files.values():
+            bucket_file.close()
+        self._files = {}
+
+    def _finish_batch(self) -> None:
+        """Abort the batch's unused transactions and close its files."""
+        unused = self._batch[self._next_in_batch:]
+        if self._current is not None:
+            unused = [self._current] + unused
+            self._current = None
+        self.metastore.txns.abort_txns(unused)
+        self._next_in_batch = len(self._batch)
+        self._close_files()
+
+    def close(self) -> None:
+        """Abort whatever is still open, finish the files and stop heart-beating. Safe to call twice."""
+        self._stop.set()
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._finish_batch()
+            finally:
+                self._closed = True
+        if self._heartbeats is not None:
+            self._heartbeats.join(timeout=5)
+
+    def __enter__(self) -> "StreamingConnection":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
