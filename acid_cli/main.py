@@ -2,6 +2,10 @@
 
     acid inspect PATH --write-ids STR [--txns STR] [--compactor] [--json]
     acid read PATH [--write-ids STR] [--txns STR] [--row-id] [--columns a,b] [--format jsonl|table]
+    acid metastore init [--metastore URL]
+    acid sql "STATEMENT; ..." | -f FILE [--metastore URL] [--format table|jsonl]
+
+The metastore URL comes from --metastore, else ACID_METASTORE_URL, else a SQLite file under $ACID_HOME/warehouse.
 
 Exit status: 0 on success, 1 when the operation fails (the message names the thing and the problem), 2 on bad usage.
 """
@@ -13,7 +17,8 @@ import json
 import sys
 from typing import Sequence
 
-from acid_core.errors import AcidError
+from acid_core.errors import AcidError, UsageError
+from acid_core.metastore.engine import redact
 from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, ROW_ID_COLUMN, read_snapshot
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
@@ -41,6 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     read.add_argument("--format", choices=("jsonl", "table"), default="table")
     read.add_argument("--max-delete-events", type=int, default=DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY,
                       help="above this many delete events, stream them in a sort-merge (hive.transactional.events.mem)")
+
+    metastore = commands.add_parser("metastore", help="manage the metastore database")
+    metastore_commands = metastore.add_subparsers(dest="metastore_command", required=True)
+    init = metastore_commands.add_parser("init", help="create or upgrade the schema (idempotent)")
+    init.add_argument("--metastore", help="SQLAlchemy URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
+
+    sql = commands.add_parser("sql", help="run HiveQL statements against the metastore and warehouse")
+    sql.add_argument("statements", nargs="?", help="';'-separated statements")
+    sql.add_argument("-f", "--file", help="read the statements from a file")
+    sql.add_argument("--metastore", help="SQLAlchemy URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
+    sql.add_argument("--format", choices=("table", "jsonl"), default="table")
     return parser
 
 
@@ -74,9 +90,37 @@ def _read(args: argparse.Namespace) -> int:
     return 0
 
 
+def _metastore(args: argparse.Namespace) -> int:
+    from acid_core.metastore import Metastore
+
+    store = Metastore(args.metastore)
+    try:
+        version = store.init()
+    finally:
+        store.close()
+    print(f"metastore {redact(store.url)} is at schema version {version}")
+    return 0
+
+
+def _sql(args: argparse.Namespace) -> int:
+    from acid_cli.sql import run_script
+
+    if (args.statements is None) == (args.file is None):
+        raise UsageError("give the statements either as an argument or with -f FILE (exactly one)")
+    if args.file:
+        try:
+            with open(args.file, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.file!r}: {exc.strerror}") from exc
+    else:
+        text = args.statements
+    return run_script(text, metastore_url=args.metastore, output_format=args.format, out=sys.stdout)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"inspect": _inspect, "read": _read}
+    handlers = {"inspect": _inspect, "read": _read, "metastore": _metastore, "sql": _sql}
     try:
         return handlers[args.command](args)
     except AcidError as exc:

@@ -130,7 +130,15 @@ class Database:
         """
         for attempt in range(_MAX_ATTEMPTS):
             try:
-                with self.engine.connect() as connection:
+                connection = self.engine.connect()
+            except DBAPIError as exc:
+                if _is_retryable(exc) and attempt + 1 < _MAX_ATTEMPTS:
+                    continue
+                reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+                raise MetastoreUnavailableError(f"{operation}: cannot reach the metastore {redact(self.url)}: "
+                                                f"{reason}") from exc
+            try:
+                with connection:
                     if self.dialect == "sqlite":
                         connection.info["acid_begin"] = "IMMEDIATE" if write else "DEFERRED"
                     elif snapshot:
@@ -139,8 +147,9 @@ class Database:
                         return function(connection)
             except DBAPIError as exc:
                 if exc.connection_invalidated or _is_disconnect(exc):
+                    reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
                     raise MetastoreUnavailableError(
-                        f"{operation}: lost the connection to the metastore {redact(self.url)}: {exc.orig}; "
+                        f"{operation}: lost the connection to the metastore {redact(self.url)}: {reason}; "
                         "the database rolled back whatever was not committed") from exc
                 if _is_retryable(exc) and attempt + 1 < _MAX_ATTEMPTS:
                     time.sleep(min(0.2, 0.002 * 2 ** attempt) * random.uniform(0.5, 1.5))
