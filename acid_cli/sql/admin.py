@@ -1,0 +1,182 @@
+"""Transaction, lock and compaction statements: SHOW TRANSACTIONS / LOCKS / COMPACTIONS, ABORT ..., ALTER TABLE COMPACT."""
+
+from __future__ import annotations
+
+import time
+
+from acid_cli.hiveql import ast
+from acid_cli.sql.session import Session, result, shown
+from acid_core.errors import MetastoreError, NoSuchObjectError
+from acid_core.metastore.compactions import CompactionInfo, CompactionState, CompactionType
+from acid_core.metastore.locks import LOCK_ACQUIRED, LockType
+from acid_core.metastore.txns import TXN_OPEN
+from acid_core.state import get_acid_state
+from acid_core.validity import ValidWriteIdList
+
+COMPACTION_HEADERS = ("CompactionId", "Database", "Table", "Partition", "Type", "State", "Worker host", "Worker",
+                      "Enqueue Time", "Start Time", "Duration(ms)", "HadoopJobId", "Error message", "Initiator host",
+                      "Initiator", "Pool name", "TxnId", "Next TxnId", "Commit Time", "Highest WriteId")
+COMPACTION_KEYS = ("compactionid", "dbname", "tabname", "partname", "type", "state", "workerhost", "workerid",
+                   "enqueuetime", "starttime", "duration", "hadoopjobid", "errormessage", "initiatorhost",
+                   "initiatorid", "poolname", "txnid", "nexttxnid", "committime", "hightestwriteid")
+_ORDER_ALIASES = {"id": "compactionid", "database": "dbname", "db": "dbname", "table": "tabname", "tablename": "tabname",
+                  "partition": "partname", "partitionname": "partname", "enqueue_time": "enqueuetime",
+                  "start_time": "starttime", "pool": "poolname", "highestwriteid": "hightestwriteid"}
+_TERMINAL = {CompactionState.SUCCEEDED, CompactionState.FAILED, CompactionState.REFUSED,
+             CompactionState.DID_NOT_INITIATE, CompactionState.ABORTED, CompactionState.READY_FOR_CLEANING}
+
+
+def _split_id(identifier: str | None) -> tuple[str | None, str | None]:
+    """Hive stores worker/initiator ids as `<host>-<thread>`; SHOW COMPACTIONS prints the two parts."""
+    if not identifier:
+        return None, None
+    host, sep, thread = identifier.rpartition("-")
+    return (host, thread) if sep else (identifier, None)
+
+
+def _compaction_row(info: CompactionInfo) -> tuple:
+    worker_host, worker = _split_id(info.worker_id)
+    initiator_host, initiator = _split_id(info.initiator_id)
+    duration = info.end_ms - info.start_ms if info.end_ms is not None and info.start_ms is not None else None
+    values = (info.id, info.database, info.table, info.partition, info.type.display, info.state.display, worker_host,
+              worker, info.enqueue_ms, info.start_ms, duration, info.hadoop_job_id, info.error_message,
+              initiator_host, initiator, info.pool_name or "default", info.txn_id, info.next_txn_id, info.commit_ms,
+              info.highest_write_id)
+    return tuple(shown(v) for v in values)
+
+
+def show_compactions(session: Session, statement: ast.ShowCompactions) -> None:
+    catalog = session.metastore.catalog
+    database = table = partition = None
+    if statement.table is not None:
+        database, table = session.qualify(statement.table)
+        info = catalog.get_table(database, table)
+        if statement.partition is not None:
+            partition = info.partition_name(statement.partition.to_dict())
+    elif statement.database is not None:
+        database = statement.database
+        catalog.get_database(database)
+    kind = CompactionType.parse(statement.compaction_type) if statement.compaction_type else None
+    state = CompactionState.parse(statement.status) if statement.status else None
+    entries = session.metastore.compactions.show(compaction_id=statement.compaction_id, database=database, table=table,
+                                                 partition=partition, pool=statement.pool, compaction_type=kind,
+                                                 state=state)
+    rows = [_compaction_row(e) for e in entries]
+    for item in reversed(statement.order_by):
+        key = _ORDER_ALIASES.get(item.column, item.column)
+        if key not in COMPACTION_KEYS:
+            raise MetastoreError(f"SHOW COMPACTIONS cannot order by {item.column!r}; columns are {list(COMPACTION_KEYS)}")
+        position = COMPACTION_KEYS.index(key)
+        rows.sort(key=lambda row: (row[position] == " --- ", str(row[position]) if not isinstance(row[position], int)
+                                   else f"{row[position]:020d}"), reverse=item.descending)
+    if statement.limit is not None:
+        rows = rows[:statement.limit]
+    session.show(result(COMPACTION_HEADERS, COMPACTION_KEYS, rows))
+
+
+def show_transactions(session: Session, statement: ast.ShowTransactions) -> None:
+    rows = [(t.txn_id, t.state_name, t.started_ms, t.last_heartbeat_ms, t.user, t.host)
+            for t in session.metastore.txns.show_transactions()]
+    session.show(result(["Transaction ID", "Transaction State", "Started Time", "Last Heartbeat Time", "User",
+                         "Hostname"], ["txnid", "state", "startedtime", "lastheartbeattime", "user", "host"], rows))
+
+
+def show_locks(session: Session, statement: ast.ShowLocks) -> None:
+    database = table = partition = None
+    if statement.table is not None:
+        database, table = session.qualify(statement.table)
+        info = session.metastore.catalog.get_table(database, table)
+        if statement.partition is not None:
+            partition = info.partition_name(statement.partition.to_dict())
+    elif statement.database is not None:
+        database = statement.database
+    locks = session.metastore.locks.show_locks(database=database, table=table, partition=partition)
+    rows = [(lock.lock_id if lock.internal_id == 1 else f"{lock.lock_id}.{lock.internal_id}", lock.database,
+             shown(lock.table), shown(lock.partition), "ACQUIRED" if lock.state == LOCK_ACQUIRED else "WAITING",
+             shown(f"{lock.blocked_by_lock_id}.{lock.blocked_by_internal_id}" if lock.blocked_by_lock_id else None),
+             LockType(lock.lock_type).name, shown(lock.txn_id or None), lock.last_heartbeat_ms,
+             shown(lock.acquired_at_ms), lock.user, lock.host, shown(lock.agent_info)) for lock in locks]
+    keys = ["lockid", "database", "table", "partition", "lock_state", "blocked_by", "lock_type", "transaction_id",
+            "last_heartbeat", "acquired_at", "user", "hostname", "agent_info"]
+    session.show(result(keys, keys, rows))
+
+
+def abort_transactions(session: Session, statement: ast.AbortTransactions) -> None:
+    """All named transactions must be open; then all are aborted (a failed statement changes nothing)."""
+    states = {t.txn_id: t.state for t in session.metastore.txns.show_transactions()}
+    not_open = [t for t in statement.txn_ids if states.get(t) != TXN_OPEN]
+    if not_open:
+        described = ", ".join(f"{t} ({'aborted' if states.get(t) == 'a' else 'not open'})" for t in not_open)
+        raise MetastoreError(f"cannot abort transactions {described}; nothing was aborted")
+    results = session.metastore.txns.abort_txns(statement.txn_ids)
+    for txn_id, problem in results.items():
+        session.say(f"Aborted transaction {txn_id}" if problem is None else problem)
+
+
+def abort_compactions(session: Session, statement: ast.AbortCompactions) -> None:
+    results = session.metastore.compactions.abort_compactions(statement.compaction_ids)
+    session.show(result(["CompactionId", "Status", "Message"], ["compactionid", "status", "message"],
+                        [(i, "Success" if m.startswith("Successfully") else "Error", m) for i, m in results.items()]))
+
+
+def _partitions_to_compact(session: Session, database: str, table) -> list[str]:
+    """For ALTER TABLE ... COMPACT on a partitioned table without a partition: partitions with something to compact."""
+    names = []
+    everything = ValidWriteIdList.parse(f"{table.full_name}:9223372036854775807:9223372036854775807::")
+    for partition in session.metastore.catalog.list_partitions(database, table.name):
+        state = get_acid_state(partition.location, write_ids=everything)
+        if len(state.deltas) + (1 if state.base else 0) > 1 or state.original_files:
+            names.append(partition.name)
+    return names
+
+
+def compact(session: Session, statement: ast.AlterTableCompact) -> None:
+    database, name = session.qualify(statement.table)
+    table = session.metastore.catalog.require_transactional(database, name)
+    kind = CompactionType.parse(statement.compaction_type)
+    if statement.partition is not None:
+        partition = table.partition_name(statement.partition.to_dict())
+        known = {p.name for p in session.metastore.catalog.list_partitions(database, name)}
+        if partition not in known:
+            raise NoSuchObjectError(f"table {table.full_name} has no partition {partition!r}")
+        targets = [partition]
+    elif table.partition_keys:
+        targets = _partitions_to_compact(session, database, table)
+        if not targets:
+            session.say(f"No partition of {table.full_name} has anything to compact")
+            return
+    else:
+        targets = [None]
+    queue = session.metastore.compactions
+    ids = []
+    for partition in targets:
+        outcome = queue.enqueue(database, name, partition, kind, pool=statement.pool,
+                                properties=dict(statement.properties) or None)
+        where = f" ({partition})" if partition else ""
+        if outcome.accepted:
+            session.say(f"Compaction enqueued with id {outcome.compaction_id}{where}")
+        else:
+            session.say(f"Compaction already enqueued with id {outcome.compaction_id}; State is "
+                        f"{outcome.state.display}{where}")
+        ids.append(outcome.compaction_id)
+    if statement.wait:
+        for compaction_id in ids:
+            _wait(session, compaction_id)
+
+
+def _wait(session: Session, compaction_id: int) -> None:
+    """Poll with doubling pauses, capped by hive.compactor.wait.timeout, until the compaction leaves the queue's
+    initiated/working states."""
+    deadline = time.monotonic() + session.wait_timeout_ms / 1000
+    pause = session.wait_poll_s
+    while True:
+        info = session.metastore.compactions.get(compaction_id)
+        if info is None or info.state in _TERMINAL:
+            state = info.state.display if info else "unknown"
+            session.say(f"Compaction with id {compaction_id} finished with status: {state}")
+            return
+        if time.monotonic() >= deadline:
+            raise MetastoreError(f"compaction {compaction_id} is still {info.state.display} after "
+                                 f"{session.wait_timeout_ms} ms (hive.compactor.wait.timeout); it stays queued")
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 60.0)
