@@ -110,27 +110,40 @@ class Database:
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            self.engine = sa.create_engine(url, connect_args={"timeout": 60, "isolation_level": None},
-                                           poolclass=sa.pool.NullPool)
+            self.engine = sa.create_engine(url, connect_args={"timeout": 60, "isolation_level": None,
+                                                              "check_same_thread": False},
+                                           poolclass=sa.pool.QueuePool, pool_size=pool_size, max_overflow=pool_size)
             event.listen(self.engine, "connect", _sqlite_on_connect)
             event.listen(self.engine, "begin", _sqlite_on_begin)
         else:
-            self.engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+            # No pre-ping (it costs a round trip per operation): a connection lost since its last use fails that one
+            # operation with MetastoreUnavailableError and is discarded; reads are retried once on a fresh one.
+            self.engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size)
+            # Single-statement hot paths use their own autocommit pool: switching isolation per checkout costs time.
+            self._autocommit_engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size,
+                                                       isolation_level="AUTOCOMMIT")
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self.dialect == "postgresql":
+            self._autocommit_engine.dispose()
 
     def run(self, operation: str, function: Callable[[Connection], T], *, write: bool = True,
-            snapshot: bool = False) -> T:
+            snapshot: bool = False, single_statement: bool = False) -> T:
         """Run `function` in one database transaction, retrying it whole on transient conflicts.
+
+        `single_statement` functions (one SQL statement, atomic by itself) run in autocommit on PostgreSQL, which
+        saves the BEGIN and COMMIT round trips on hot paths. A read (`write=False`) that loses its connection is
+        retried once on a fresh one.
 
         Raises:
             MetastoreUnavailableError: the database cannot be reached or the connection was lost.
             MetastoreError: any other database error (the transaction was rolled back).
         """
         for attempt in range(_MAX_ATTEMPTS):
+            autocommit = single_statement and self.dialect == "postgresql"
             try:
-                connection = self.engine.connect()
+                connection = (self._autocommit_engine if autocommit else self.engine).connect()
             except DBAPIError as exc:
                 if _is_retryable(exc) and attempt + 1 < _MAX_ATTEMPTS:
                     continue
@@ -141,11 +154,15 @@ class Database:
                 with connection:
                     if self.dialect == "sqlite":
                         connection.info["acid_begin"] = "IMMEDIATE" if write else "DEFERRED"
+                    elif autocommit:
+                        return function(connection)
                     elif snapshot:
                         connection = connection.execution_options(isolation_level="REPEATABLE READ")
                     with connection.begin():
                         return function(connection)
             except DBAPIError as exc:
+                if (exc.connection_invalidated or _is_disconnect(exc)) and not write and attempt == 0:
+                    continue
                 if exc.connection_invalidated or _is_disconnect(exc):
                     reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
                     raise MetastoreUnavailableError(

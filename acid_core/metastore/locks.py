@@ -117,19 +117,21 @@ class LockManager:
             raise MetastoreError("a lock request needs at least one component")
         now = self.db.clock.now_ms()
 
+        rows = [{"HL_LOCK_INT_ID": index, "HL_TXNID": txn_id or 0, "HL_DB": c.database, "HL_TABLE": c.table,
+                 "HL_PARTITION": c.partition, "HL_LOCK_STATE": LOCK_WAITING, "HL_LOCK_TYPE": c.lock_type.value,
+                 "HL_LAST_HEARTBEAT": now, "HL_USER": self.db.identity.user, "HL_HOST": self.db.identity.host,
+                 "HL_HEARTBEAT_COUNT": 0, "HL_AGENT_INFO": agent_info[:128] if agent_info else None}
+                for index, c in enumerate(components, start=1)]
+
         def request(conn: Connection) -> LockResponse:
             if txn_id:
                 self.txns.require_open(conn, txn_id, "lock for")
+            # Taking the next id locks the NEXT_LOCK_ID row until this transaction ends: requests are numbered and
+            # checked one at a time, so an earlier request is always visible to a later one's check.
             lock_id = conn.execute(s.next_lock_id.update().values(NL_NEXT=s.next_lock_id.c.NL_NEXT + 1)
                                    .returning(s.next_lock_id.c.NL_NEXT)).scalar_one() - 1
-            conn.execute(s.hive_locks.insert(), [
-                {"HL_LOCK_EXT_ID": lock_id, "HL_LOCK_INT_ID": index, "HL_TXNID": txn_id or 0, "HL_DB": c.database,
-                 "HL_TABLE": c.table, "HL_PARTITION": c.partition, "HL_LOCK_STATE": LOCK_WAITING,
-                 "HL_LOCK_TYPE": c.lock_type.value, "HL_LAST_HEARTBEAT": now, "HL_USER": self.db.identity.user,
-                 "HL_HOST": self.db.identity.host, "HL_HEARTBEAT_COUNT": 0,
-                 "HL_AGENT_INFO": agent_info[:128] if agent_info else None}
-                for index, c in enumerate(components, start=1)])
-            return self._check(conn, lock_id)
+            conn.execute(s.hive_locks.insert(), [dict(row, HL_LOCK_EXT_ID=lock_id) for row in rows])
+            return self._check(conn, lock_id, serialized=True)
 
         return self.db.run("lock " + ", ".join(c.shown for c in components), request)
 
@@ -137,21 +139,19 @@ class LockManager:
         """Grant a waiting request if nothing earlier blocks it."""
         return self.db.run(f"check lock {lock_id}", lambda conn: self._check(conn, lock_id))
 
-    def _check(self, conn: Connection, lock_id: int) -> LockResponse:
+    def _check(self, conn: Connection, lock_id: int, *, serialized: bool = False) -> LockResponse:
         hl = s.hive_locks.c
-        if self.db.dialect == "postgresql":  # one checker at a time, like Hive's CheckLock mutex
+        if self.db.dialect == "postgresql" and not serialized:  # one checker at a time (Hive's CheckLock mutex)
             conn.execute(sa.select(s.next_lock_id.c.NL_NEXT).with_for_update()).all()
-        mine = conn.execute(sa.select(s.hive_locks).where(hl.HL_LOCK_EXT_ID == lock_id)
-                            .order_by(hl.HL_LOCK_INT_ID)).all()
+        relevant = conn.execute(sa.select(s.hive_locks).where(hl.HL_LOCK_EXT_ID <= lock_id, hl.HL_DB.in_(
+            sa.select(hl.HL_DB).where(hl.HL_LOCK_EXT_ID == lock_id))).order_by(hl.HL_LOCK_EXT_ID, hl.HL_LOCK_INT_ID)).all()
+        mine = [row for row in relevant if row.HL_LOCK_EXT_ID == lock_id]
         if not mine:
             raise NoSuchLockError(f"lock {lock_id} does not exist (released, or expired for lack of heartbeats)")
         if all(row.HL_LOCK_STATE == LOCK_ACQUIRED for row in mine):
             return LockResponse(lock_id, LOCK_ACQUIRED)
         txn_id = mine[0].HL_TXNID
-        earlier = conn.execute(sa.select(s.hive_locks).where(
-            hl.HL_LOCK_EXT_ID < lock_id, hl.HL_DB.in_({row.HL_DB for row in mine}),
-            sa.or_(hl.HL_TXNID == 0, hl.HL_TXNID != txn_id) if txn_id else sa.true())
-            .order_by(hl.HL_LOCK_EXT_ID, hl.HL_LOCK_INT_ID)).all()
+        earlier = [row for row in relevant if row.HL_LOCK_EXT_ID < lock_id and not (txn_id and row.HL_TXNID == txn_id)]
         for row in mine:
             wanted = _component(row)
             for other in earlier:
@@ -213,17 +213,16 @@ class LockManager:
         Raises:
             NoSuchLockError: unknown or already released; MetastoreError: the lock belongs to a transaction.
         """
-        def release(conn: Connection) -> None:
-            hl = s.hive_locks.c
-            txn = conn.execute(sa.select(hl.HL_TXNID).where(hl.HL_LOCK_EXT_ID == lock_id).limit(1)).scalar_one_or_none()
-            if txn is None:
-                raise NoSuchLockError(f"lock {lock_id} does not exist (released, or expired for lack of heartbeats)")
-            if txn:
-                raise MetastoreError(f"lock {lock_id} belongs to transaction {txn}; it is released when that "
-                                     "transaction commits or aborts")
-            conn.execute(s.hive_locks.delete().where(hl.HL_LOCK_EXT_ID == lock_id))
-
-        self.db.run(f"unlock {lock_id}", release)
+        hl = s.hive_locks.c
+        if self.db.run(f"unlock {lock_id}", lambda conn: conn.execute(s.hive_locks.delete().where(
+                hl.HL_LOCK_EXT_ID == lock_id, hl.HL_TXNID == 0)).rowcount, single_statement=True):
+            return
+        txn = self.db.run(f"unlock {lock_id}", lambda conn: conn.execute(
+            sa.select(hl.HL_TXNID).where(hl.HL_LOCK_EXT_ID == lock_id).limit(1)).scalar_one_or_none(), write=False)
+        if txn is None:
+            raise NoSuchLockError(f"lock {lock_id} does not exist (released, or expired for lack of heartbeats)")
+        raise MetastoreError(f"lock {lock_id} belongs to transaction {txn}; it is released when that transaction "
+                             "commits or aborts")
 
     def heartbeat_lock(self, lock_id: int) -> None:
         """Keep a lock taken without a transaction alive."""

@@ -52,6 +52,14 @@ class Operation(str, enum.Enum):
 
 _UPDATE_DELETE = (Operation.UPDATE.value, Operation.DELETE.value)
 
+# Commit of an open transaction that wrote nothing, in one atomic statement (PostgreSQL); 0 rows means "take the
+# general path" (it has components, or it is not open).
+_COMMIT_WITHOUT_WRITES = sa.text(
+    'WITH t AS (DELETE FROM "TXNS" WHERE "TXN_ID" = :txn AND "TXN_STATE" = \'o\' '
+    'AND NOT EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = :txn) RETURNING "TXN_ID"), '
+    'l AS (DELETE FROM "HIVE_LOCKS" WHERE "HL_TXNID" IN (SELECT "TXN_ID" FROM t)) '
+    'SELECT count(*) FROM t')
+
 
 @dataclass(frozen=True, slots=True)
 class TxnInfo:
@@ -126,7 +134,7 @@ class TxnStore:
                  "TXN_HEARTBEAT_COUNT": 0, "TXN_TYPE": values["type"]} for i in ids])
             return ids
 
-        return self.db.run("open transactions", open_)
+        return self.db.run("open transactions", open_, single_statement=self.db.dialect == "postgresql")
 
     def open_txn(self, **options) -> int:
         return self.open_txns(1, **options)[0]
@@ -159,6 +167,10 @@ class TxnStore:
                 this transaction has been aborted.
             TxnAbortedError, NoSuchTxnError: the transaction is not open.
         """
+        if self.db.dialect == "postgresql" and self.db.run(
+                f"commit transaction {txn_id}", lambda conn: conn.execute(_COMMIT_WITHOUT_WRITES, {"txn": txn_id})
+                .scalar_one(), single_statement=True):
+            return  # nothing written: one round trip
         conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: self._commit(conn, txn_id))
         if conflict:
             raise WriteConflictError(f"transaction {txn_id} was aborted due to a write conflict: {conflict}")
