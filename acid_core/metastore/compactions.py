@@ -134,6 +134,22 @@ def _history_values(info: CompactionInfo, state: CompactionState, end_ms: int, m
     return values
 
 
+def _compactor_high_watermark(conn: Connection, database: str, table: str) -> int:
+    """What a compactor would compact up to now: below the lowest open write id, else the table's highest write id.
+
+    A `ready for cleaning` entry at this watermark already did that work (Hive's CompactFunction refuses a repeat).
+    """
+    t2w = s.txn_to_write_id.c
+    lowest_open = conn.execute(sa.select(sa.func.min(t2w.T2W_WRITEID)).select_from(
+        s.txn_to_write_id.join(s.txns, s.txns.c.TXN_ID == t2w.T2W_TXNID)).where(
+        t2w.T2W_DATABASE == database, t2w.T2W_TABLE == table, s.txns.c.TXN_STATE == TXN_OPEN)).scalar_one_or_none()
+    if lowest_open is not None:
+        return lowest_open - 1
+    following = conn.execute(sa.select(s.next_write_id.c.NWI_NEXT).where(
+        s.next_write_id.c.NWI_DATABASE == database, s.next_write_id.c.NWI_TABLE == table)).scalar_one_or_none()
+    return (following or 1) - 1
+
+
 @dataclass(frozen=True, slots=True)
 class EnqueueResult:
     compaction_id: int
@@ -178,7 +194,9 @@ class CompactionQueue:
             same = (cq.CQ_PARTITION == partition) if partition is not None else cq.CQ_PARTITION.is_(None)
             existing = conn.execute(sa.select(cq.CQ_ID, cq.CQ_STATE).where(
                 cq.CQ_DATABASE == database, cq.CQ_TABLE == table, same,
-                cq.CQ_STATE.in_((CompactionState.INITIATED.value, CompactionState.WORKING.value)))
+                sa.or_(cq.CQ_STATE.in_((CompactionState.INITIATED.value, CompactionState.WORKING.value)),
+                       sa.and_(cq.CQ_STATE == CompactionState.READY_FOR_CLEANING.value,
+                               cq.CQ_HIGHEST_WRITE_ID == _compactor_high_watermark(conn, database, table))))
                 .order_by(cq.CQ_ID).limit(1)).first()
             if existing is not None:
                 state = CompactionState(existing.CQ_STATE)
@@ -404,6 +422,8 @@ class CompactionQueue:
                     continue
                 if info.commit_ms is not None and info.commit_ms > now - info.retry_retention_ms - retention_ms:
                     continue
+                if info.txn_id is not None and info.next_txn_id is None:
+                    continue  # the compactor's transaction has not committed (it may still abort)
                 if info.next_txn_id is not None and min_open is not None and info.next_txn_id > min_open:
                     continue
                 if info.txn_id and any(not snapshot.is_valid(info.txn_id)
@@ -446,23 +466,24 @@ class CompactionQueue:
             rows = conn.execute(sa.select(cc.CC_ID, cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION, cc.CC_STATE,
                                           cc.CC_TYPE, cc.CC_START).order_by(cc.CC_ID.desc())).all()
             seen: dict[tuple, int] = {}
-            newest_success: dict[tuple, tuple[int, str]] = {}
+            newer_successes: dict[tuple, set[str]] = {}
             doomed = []
             cutoff = self.db.clock.now_ms() - retention.timeout_ms
             for row in rows:
                 where = (row.CC_DATABASE, row.CC_TABLE, row.CC_PARTITION)
-                if row.CC_STATE == CompactionState.SUCCEEDED.value and where not in newest_success:
-                    newest_success[where] = (row.CC_ID, row.CC_TYPE)
+
                 count = seen.get((where, row.CC_STATE), 0) + 1
                 seen[(where, row.CC_STATE)] = count
                 limit = keep.get(row.CC_STATE)
                 if limit is not None and count > limit:
                     doomed.append(row.CC_ID)
                     continue
-                success = newest_success.get(where)
-                if (row.CC_STATE in ("a", "f", "c") and (row.CC_START or 0) < cutoff and success is not None
-                        and success[0] > row.CC_ID and (success[1] == CompactionType.MAJOR.value or row.CC_TYPE == success[1])):
+                successes = newer_successes.setdefault(where, set())
+                if (row.CC_STATE in ("a", "f", "c") and (row.CC_START or 0) < cutoff
+                        and (CompactionType.MAJOR.value in successes or row.CC_TYPE in successes)):
                     doomed.append(row.CC_ID)
+                if row.CC_STATE == CompactionState.SUCCEEDED.value:
+                    successes.add(row.CC_TYPE)
             for start in range(0, len(doomed), 500):
                 conn.execute(s.completed_compactions.delete().where(cc.CC_ID.in_(doomed[start:start + 500])))
             return len(doomed)
