@@ -123,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"inspect": _inspect, "read": _read, "metastore": _metastore, "sql": _sql}
     try:
         return handlers[args.command](args)
+    except UsageError as exc:
+        print(f"acid {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except AcidError as exc:
         print(f"acid {args.command}: error: {exc}", file=sys.stderr)
         return 1

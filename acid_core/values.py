@@ -62,6 +62,17 @@ def _instance(kinds: tuple[type, ...], type_name: str, *, no_bool: bool = False)
     return check
 
 
+def decimal_rounder(type_name: str) -> Callable[[Any], Any] | None:
+    """For a decimal column, the function rounding a value to its scale HALF_UP as Hive stores it; else None."""
+    normal = type_name.strip().lower()
+    match = _DECIMAL.fullmatch(normal)
+    scale = int(match.group(2)) if match else (0 if normal == "decimal" else None)
+    if scale is None:
+        return None
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    return lambda value: decimal.Decimal(value).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+
+
 def value_check(type_name: str) -> Check | None:
     """The check for one column type, or None when pyorc's own conversion is trusted (complex types)."""
     normal = type_name.strip().lower()
@@ -94,6 +105,7 @@ class RowChecker:
         self.columns = tuple(columns)
         self._names = [c.name for c in self.columns]
         self._checks = [(i, c.name, check) for i, c in enumerate(self.columns) if (check := value_check(c.type))]
+        self._rounders = [(i, rounder) for i, c in enumerate(self.columns) if (rounder := decimal_rounder(c.type))]
 
     def normalise(self, row: Sequence[Any] | Mapping[str, Any], index: int) -> tuple:
         """The row as a tuple in column order.
@@ -116,4 +128,10 @@ class RowChecker:
             value = values[position]
             if value is not None and (problem := check(value)) is not None:
                 raise InvalidRowError(f"row {index}, column {name!r}: {problem}")
+        if self._rounders and any(values[i] is not None for i, _ in self._rounders):
+            values = list(values)
+            for position, rounder in self._rounders:
+                if values[position] is not None:
+                    values[position] = rounder(values[position])
+            values = tuple(values)
         return values

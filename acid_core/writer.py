@@ -162,7 +162,14 @@ class EmbeddedWriter:
             for temp in staged:
                 self.fs.delete_dir(temp)
             raise
-        return tuple(self._publish(temp, parent, name, files) for temp, (name, files, _) in zip(staged, directories))
+        published = []
+        try:
+            for temp, (name, files, _) in zip(staged, directories):
+                published.append(self._publish(temp, parent, name, files))
+        finally:
+            for temp in staged[len(published):]:
+                self.fs.delete_dir(temp)
+        return tuple(published)
 
     def insert(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]], *, write_id: int, statement_id: int = 0,
                partition: Mapping[str, Any] | None = None, writer_id: int = 0) -> WriteResult:

@@ -3,6 +3,8 @@
 The grammar is the subset of Hive's (parser/.../HiveParser.g, ShowStatementParser.g, AlterClauseParser.g,
 CreateDDLParser.g) listed in ast.py, with Hive's clause order and reserved words. Statements that need a query engine
 (SELECT, INSERT ... SELECT, INSERT OVERWRITE, UPDATE, DELETE, MERGE) are recognized by their leading keywords only.
+This module splits a script into statements and parses each statement's clauses; token handling, names and syntax
+errors are in `cursor`, column types in `types`, VALUES literals in `literals`.
 
 Error positions are `line:column` in the text given to parse_script / parse_statement, the line counted from 1 and
 the column from 0, as in Hive's ParseException ("line 1:21 ...").
@@ -10,73 +12,25 @@ the column from 0, as in Hive's ParseException ("line 1:21 ...").
 
 from __future__ import annotations
 
-import datetime
-import decimal
-import re
-from typing import Callable, Iterator, NoReturn, Sequence
+from typing import Iterator
 
-from acid_core.errors import UsageError
 from acid_cli.hiveql.ast import (AbortCompactions, AbortTransactions, AlterTableCompact, AlterTableSetProperties,
-                                 AlterTableUnsetProperties, Cast, Column, CreateDatabase, CreateTable, DescribeTable,
-                                 DropDatabase, DropTable, EngineStatement, InsertValues, Literal, OrderItem,
-                                 PartitionSpec, PartitionValue, Properties, ShowCompactions, ShowDatabases, ShowLocks,
-                                 ShowPartitions, ShowTableProperties, ShowTables, ShowTransactions, Statement,
-                                 TableName, UseDatabase)
+                                 AlterTableUnsetProperties, CreateDatabase, CreateTable, DropDatabase, DropTable,
+                                 DescribeTable, EngineStatement, InsertValues, OrderItem, PartitionSpec,
+                                 ShowCompactions, ShowDatabases, ShowLocks, ShowPartitions, ShowTableProperties,
+                                 ShowTables, ShowTransactions, Statement, TableName, UseDatabase)
+from acid_cli.hiveql.cursor import (EXCERPT_LENGTH, RESERVED_WORDS, HiveQLSyntaxError, TokenCursor, describe,
+                                    excerpt, line_column)
+from acid_cli.hiveql.literals import check_row_sizes, parse_row
 from acid_cli.hiveql.tokens import Token, TokenizeError, TokenKind, tokenize
+from acid_cli.hiveql.types import parse_column_list
 
-EXCERPT_LENGTH = 80
+__all__ = ["EXCERPT_LENGTH", "RESERVED_WORDS", "HiveQLSyntaxError", "excerpt", "parse_script", "parse_statement"]
 
-RESERVED_WORDS = frozenset("""
-    ALL ALTER AND ARRAY AS AUTHORIZATION BETWEEN BIGINT BINARY BOOLEAN BOTH BY CASE CAST CHAR COLUMN CONF CREATE CROSS
-    CUBE CURRENT CURRENT_DATE CURRENT_TIMESTAMP CURSOR DATABASE DATE DECIMAL DELETE DESCRIBE DISTINCT DOUBLE DROP ELSE
-    END EXCHANGE EXISTS EXTENDED EXTERNAL FALSE FETCH FLOAT FOLLOWING FOR FROM FULL FUNCTION GRANT GROUP GROUPING HAVING
-    IF IMPORT IN INNER INSERT INT INTERSECT INTERVAL INTO IS JOIN LATERAL LEFT LESS LIKE LOCAL MACRO MAP MORE NONE NOT
-    NULL OF ON OR ORDER OUT OUTER OVER PARTIALSCAN PARTITION PERCENT PRECEDING PRESERVE PROCEDURE RANGE READS REDUCE
-    REVOKE RIGHT ROLLUP ROW ROWS SELECT SET SMALLINT TABLE TABLESAMPLE THEN TIMESTAMP TO TRANSFORM TRIGGER TRUE TRUNCATE
-    UNBOUNDED UNION UNIQUEJOIN UPDATE USER USING UTC_TMESTAMP VALUES VARCHAR WHEN WHERE WINDOW WITH COMMIT ONLY REGEXP
-    RLIKE ROLLBACK START CONSTRAINT FOREIGN PRIMARY REFERENCES EXTRACT FLOOR INTEGER PRECISION TIME NUMERIC SYNC
-""".split())
-"""Words Hive refuses as bare names (SQL:2011 reserved keywords, Hive wiki LanguageManual DDL "Reserved Keywords",
-Hive 2.2 to 3.1); backquote them to use them as names."""
-
-_SIMPLE_TYPES = {"TINYINT": "tinyint", "SMALLINT": "smallint", "INT": "int", "INTEGER": "int", "BIGINT": "bigint",
-                 "FLOAT": "float", "REAL": "float", "DOUBLE": "double", "STRING": "string", "BOOLEAN": "boolean",
-                 "BINARY": "binary", "DATE": "date", "TIMESTAMP": "timestamp"}
-_DECIMAL_WORDS = ("DECIMAL", "DEC", "NUMERIC")
-_COMPLEX_PREFIXES = ("array<", "map<", "struct<", "uniontype<")
-_MAX_DECIMAL_PRECISION = 38          # HiveDecimal.MAX_PRECISION
-_DEFAULT_DECIMAL = (10, 0)           # HiveDecimal.USER_DEFAULT_PRECISION / USER_DEFAULT_SCALE
-_MAX_VARCHAR_LENGTH = 65535          # HiveVarchar.MAX_VARCHAR_LENGTH
-_MAX_CHAR_LENGTH = 255               # HiveChar.MAX_CHAR_LENGTH
 _COMPACTION_TYPES = ("major", "minor")
 _STATEMENT_WORDS = ("CREATE", "DROP", "ALTER", "SHOW", "DESCRIBE", "USE", "INSERT", "ABORT", "SELECT", "WITH", "FROM",
                     "UPDATE", "DELETE", "MERGE")
 _QUERY_WORDS = ("SELECT", "FROM", "WITH", "MAP", "REDUCE")
-_INTEGER = re.compile(r"[0-9]+")
-_DATE = re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})")
-_TIMESTAMP = re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})"
-                        r"(?:[ T]([0-9]{1,2}):([0-9]{1,2})(?::([0-9]{1,2})(?:\.([0-9]{1,9}))?)?)?")
-
-
-class HiveQLSyntaxError(UsageError):
-    """A HiveQL statement does not follow the grammar `acid sql` accepts (the message names statement and position)."""
-
-    def __init__(self, detail: str, *, statement: str, line: int, column: int) -> None:
-        super().__init__(f'syntax error in "{excerpt(statement)}" at {line}:{column}: {detail}')
-        self.detail = detail
-        self.statement = statement
-        self.line = line
-        self.column = column
-
-
-def excerpt(text: str) -> str:
-    """The statement as error messages quote it: whitespace runs as one space, at most EXCERPT_LENGTH characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= EXCERPT_LENGTH else flat[:EXCERPT_LENGTH - 3] + "..."
-
-
-def _line_column(text: str, offset: int) -> tuple[int, int]:
-    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1)
 
 
 def parse_script(text: str) -> list[Statement]:
@@ -97,12 +51,12 @@ def parse_statement(text: str) -> Statement:
     statements = _split(text)
     first = next(statements, None)
     if first is None:
-        line, column = _line_column(text, len(text))
+        line, column = line_column(text, len(text))
         raise HiveQLSyntaxError("expected a statement, found end of input", statement=text, line=line, column=column)
     second = next(statements, None)
     if second is not None:
-        line, column = _line_column(text, second[0].start)
-        raise HiveQLSyntaxError(f"expected end of input after ';', found {_describe(second[0])}",
+        line, column = line_column(text, second[0].start)
+        raise HiveQLSyntaxError(f"expected end of input after ';', found {describe(second[0])}",
                                 statement=text[first[0].start:].strip(), line=line, column=column)
     return _Parser(text, first).parse()
 
@@ -120,329 +74,12 @@ def _split(text: str) -> Iterator[list[Token]]:
                 current.append(token)
     except TokenizeError as exc:
         start = current[0].start if current else exc.offset
-        line, column = _line_column(text, exc.offset)
+        line, column = line_column(text, exc.offset)
         raise HiveQLSyntaxError(exc.detail, statement=text[start:].strip(), line=line, column=column) from None
 
 
-def _describe(token: Token) -> str:
-    """A token as error messages name it after "found"."""
-    if token.kind is TokenKind.END:
-        return "end of input"
-    text = token.text if len(token.text) <= 40 else token.text[:37] + "..."
-    if token.kind in (TokenKind.WORD, TokenKind.SYMBOL):
-        return f"'{text}'"
-    return text
-
-
-def _one_of(options: Sequence[str]) -> str:
-    return options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
-
-
-class _Parser:
-    """Parses one statement from its tokens; `script` is the whole text, for positions and the statement's source."""
-
-    def __init__(self, script: str, tokens: list[Token]) -> None:
-        self.script = script
-        self.tokens = tokens
-        self.index = 0
-        self.text = script[tokens[0].start:tokens[-1].end]
-        self.end = Token(TokenKind.END, "", "", tokens[-1].end, tokens[-1].end)
-
-    # -- token access ---------------------------------------------------------------------------------------------
-
-    def peek(self, ahead: int = 0) -> Token:
-        index = self.index + ahead
-        return self.tokens[index] if index < len(self.tokens) else self.end
-
-    def advance(self) -> Token:
-        token = self.peek()
-        self.index += 1
-        return token
-
-    def at_end(self) -> bool:
-        return self.index >= len(self.tokens)
-
-    def accept(self, *words: str) -> Token | None:
-        """Consume the next token if it is one of the keywords `words`."""
-        if self.peek().is_word(*words):
-            return self.advance()
-        return None
-
-    def accept_symbol(self, symbol: str) -> Token | None:
-        if self.peek().is_symbol(symbol):
-            return self.advance()
-        return None
-
-    def expect(self, *words: str) -> Token:
-        """Consume one of the keywords `words`, or fail naming them."""
-        token = self.accept(*words)
-        if token is None:
-            self.fail(list(words))
-        return token
-
-    def expect_symbol(self, symbol: str, after: str = "") -> Token:
-        token = self.accept_symbol(symbol)
-        if token is None:
-            self.fail([f"'{symbol}'" + (f" after {after}" if after else "")])
-        return token
-
-    # -- errors ---------------------------------------------------------------------------------------------------
-
-    def error(self, detail: str, token: Token | None = None) -> HiveQLSyntaxError:
-        token = token or self.peek()
-        line, column = _line_column(self.script, token.start)
-        return HiveQLSyntaxError(detail, statement=self.text, line=line, column=column)
-
-    def fail(self, expected: Sequence[str], token: Token | None = None, hint: str = "") -> NoReturn:
-        token = token or self.peek()
-        raise self.error(f"expected {_one_of(expected)}, found {_describe(token)}{hint}", token)
-
-    def expect_end(self, expected: Sequence[str] = ()) -> None:
-        if not self.at_end():
-            self.fail([*expected, "end of statement"])
-
-    # -- names and literals ---------------------------------------------------------------------------------------
-
-    def name(self, what: str) -> str:
-        """An identifier, lowercase as Hive's metastore stores names; reserved words must be backquoted."""
-        token = self.peek()
-        if token.kind is TokenKind.QUOTED_NAME:
-            if not token.value:
-                raise self.error(f"expected {what}, found an empty quoted name ``")
-            self.advance()
-            return token.value.lower()
-        if token.kind is TokenKind.WORD:
-            if token.value.upper() in RESERVED_WORDS:
-                raise self.error(f"expected {what}, found reserved word '{token.value}' "
-                                 f"(write `{token.value}` to use it as a name)")
-            self.advance()
-            return token.value.lower()
-        self.fail([what])
-
-    def table_name(self) -> TableName:
-        first = self.name("a table name")
-        if self.accept_symbol("."):
-            return TableName(database=first, table=self.name("a table name after '.'"))
-        return TableName(table=first)
-
-    def string(self, what: str) -> str:
-        token = self.peek()
-        if token.kind is not TokenKind.STRING:
-            self.fail([what])
-        self.advance()
-        return token.value
-
-    def integer(self, what: str) -> int:
-        """A non-negative integer written as plain digits."""
-        token = self.peek()
-        if token.kind is not TokenKind.NUMBER or not _INTEGER.fullmatch(token.text):
-            self.fail([what])
-        self.advance()
-        return int(token.text)
-
-    def if_exists(self) -> bool:
-        if self.accept("IF"):
-            self.expect("EXISTS")
-            return True
-        return False
-
-    def if_not_exists(self) -> bool:
-        if self.accept("IF"):
-            self.expect("NOT")
-            self.expect("EXISTS")
-            return True
-        return False
-
-    def properties(self, what: str) -> Properties:
-        """`('k'='v', ...)`: keys and values are string literals (Hive's keyValueProperty); keys must be unique."""
-        self.expect_symbol("(", after=what)
-        pairs: dict[str, str] = {}
-        while True:
-            key_token = self.peek()
-            key = self.string("a property key (a string literal)")
-            if key in pairs:
-                raise self.error(f"property '{key}' is given twice", key_token)
-            self.expect_symbol("=", after=f"property key {key_token.text}")
-            pairs[key] = self.string(f"a string value for property {key_token.text}")
-            if not self.accept_symbol(","):
-                break
-        self.close_list()
-        return tuple(pairs.items())
-
-    def close_list(self) -> None:
-        if not self.accept_symbol(")"):
-            self.fail(["')'", "','"])
-
-    def partition_spec(self) -> PartitionSpec:
-        """`PARTITION (k='v', k2=3, ...)` with the PARTITION keyword already consumed; every key needs a value."""
-        self.expect_symbol("(", after="PARTITION")
-        values: dict[str, PartitionValue] = {}
-        while True:
-            key_token = self.peek()
-            key = self.name("a partition column name")
-            if key in values:
-                raise self.error(f"partition column '{key}' is given twice", key_token)
-            self.expect_symbol("=", after=f"partition column '{key}'")
-            value_token = self.peek()
-            sign = self.accept_symbol("-")
-            token = self.peek()
-            if token.kind is TokenKind.STRING and not sign:
-                value = PartitionValue(key, token.value, quoted=True)
-            elif token.kind is TokenKind.NUMBER:
-                value = PartitionValue(key, ("-" if sign else "") + token.text, quoted=False)
-            else:
-                self.fail(["a partition value (a string or a number)"])
-            if not value.value:
-                raise self.error(f"partition value for '{key}' is empty", value_token)
-            self.advance()
-            values[key] = value
-            if not self.accept_symbol(","):
-                break
-        self.close_list()
-        return PartitionSpec(tuple(values.values()))
-
-    def optional_partition(self) -> PartitionSpec | None:
-        return self.partition_spec() if self.accept("PARTITION") else None
-
-    def clauses(self, clauses: Sequence[tuple[str, Callable[[], None]]]) -> None:
-        """Optional clauses that must come in the given order; each starts with the first word of its name."""
-        position = 0
-        while not self.at_end():
-            for index in range(position, len(clauses)):
-                name, parse = clauses[index]
-                if self.accept(name.split()[0]):
-                    parse()
-                    position = index + 1
-                    break
-            else:
-                self.fail([name for name, _ in clauses[position:]] + ["end of statement"])
-
-    # -- types ----------------------------------------------------------------------------------------------------
-
-    def type(self) -> str:
-        """A Hive column type as a normalized lowercase string (Hive's TypeInfo.getTypeName: no spaces)."""
-        token = self.peek()
-        word = token.value.upper() if token.kind is TokenKind.WORD else ""
-        if word in _SIMPLE_TYPES:
-            self.advance()
-            if word == "DOUBLE":
-                self.accept("PRECISION")
-            if self.peek().is_symbol("("):
-                raise self.error(f"type {_SIMPLE_TYPES[word]} does not take parameters, found '('")
-            return _SIMPLE_TYPES[word]
-        if word in _DECIMAL_WORDS:
-            self.advance()
-            precision, scale = _DEFAULT_DECIMAL
-            if self.accept_symbol("("):
-                precision_token = self.peek()
-                precision, scale = self.integer("a decimal precision"), 0
-                if not 1 <= precision <= _MAX_DECIMAL_PRECISION:
-                    raise self.error(f"decimal precision {precision} is outside the allowed range "
-                                     f"1..{_MAX_DECIMAL_PRECISION}", precision_token)
-                if self.accept_symbol(","):
-                    scale_token = self.peek()
-                    scale = self.integer("a decimal scale")
-                    if scale > precision:
-                        raise self.error(f"decimal scale {scale} is larger than the precision {precision}",
-                                         scale_token)
-                self.expect_symbol(")", after="the decimal precision and scale")
-            return f"decimal({precision},{scale})"
-        if word in ("VARCHAR", "CHAR"):
-            self.advance()
-            lowercase, limit = word.lower(), _MAX_VARCHAR_LENGTH if word == "VARCHAR" else _MAX_CHAR_LENGTH
-            if not self.accept_symbol("("):
-                self.fail([f"'(' after {lowercase} ({lowercase} needs a length, as in {lowercase}(10))"])
-            length_token = self.peek()
-            length = self.integer(f"a {lowercase} length")
-            if not 1 <= length <= limit:
-                raise self.error(f"{lowercase} length {length} is outside the allowed range 1..{limit}", length_token)
-            self.expect_symbol(")", after=f"the {lowercase} length")
-            return f"{lowercase}({length})"
-        if word == "ARRAY":
-            self.advance()
-            self.expect_symbol("<", after="array")
-            element = self.type()
-            self.expect_symbol(">", after=f"array<{element}")
-            return f"array<{element}>"
-        if word == "MAP":
-            self.advance()
-            self.expect_symbol("<", after="map")
-            key_token = self.peek()
-            key = self.type()
-            if key.startswith(_COMPLEX_PREFIXES):
-                raise self.error(f"map key type {key} is not a primitive type", key_token)
-            self.expect_symbol(",", after=f"map<{key}")
-            value = self.type()
-            self.expect_symbol(">", after=f"map<{key},{value}")
-            return f"map<{key},{value}>"
-        if word == "STRUCT":
-            self.advance()
-            self.expect_symbol("<", after="struct")
-            fields: dict[str, str] = {}
-            while True:
-                field_token = self.peek()
-                field = self.name("a struct field name")
-                if field in fields:
-                    raise self.error(f"struct field '{field}' is given twice", field_token)
-                self.expect_symbol(":", after=f"struct field '{field}'")
-                fields[field] = self.type()
-                if not self.accept_symbol(","):
-                    break
-            if not self.accept_symbol(">"):
-                self.fail(["'>'", "','"])
-            return "struct<" + ",".join(f"{name}:{type_}" for name, type_ in fields.items()) + ">"
-        if word == "UNIONTYPE":
-            self.advance()
-            self.expect_symbol("<", after="uniontype")
-            members = [self.type()]
-            while self.accept_symbol(","):
-                members.append(self.type())
-            if not self.accept_symbol(">"):
-                self.fail(["'>'", "','"])
-            return "uniontype<" + ",".join(members) + ">"
-        self.fail(["a column type"])
-
-    def column(self) -> tuple[Column, Token]:
-        token = self.peek()
-        name = self.name("a column name")
-        type_ = self.type()
-        comment = self.string("a comment (a string literal)") if self.accept("COMMENT") else None
-        return Column(name, type_, comment), token
-
-    def column_list(self, after: str, seen: set[str], *, partition: bool = False) -> tuple[Column, ...]:
-        """`(col type [COMMENT 'c'], ...)`; `seen` holds the names already used, by this list or the data columns."""
-        self.expect_symbol("(", after=after)
-        columns = []
-        while True:
-            column, token = self.column()
-            if column.name in seen:
-                clash = partition and all(earlier.name != column.name for earlier in columns)
-                reason = ": a partition column cannot have the name of a data column" if clash else ""
-                raise self.error(f"duplicate column name '{column.name}'{reason}", token)
-            if partition and column.type.startswith(_COMPLEX_PREFIXES):
-                raise self.error(f"partition column '{column.name}' has type {column.type}; partition columns must "
-                                 "have a primitive type", token)
-            seen.add(column.name)
-            columns.append(column)
-            if not self.accept_symbol(","):
-                break
-        self.close_list()
-        return tuple(columns)
-
-    def name_list(self, what: str, after: str) -> tuple[tuple[str, Token], ...]:
-        """`(name, ...)` with unique names, each with its token."""
-        self.expect_symbol("(", after=after)
-        names: dict[str, Token] = {}
-        while True:
-            token = self.peek()
-            name = self.name(what)
-            if name in names:
-                raise self.error(f"column '{name}' is given twice", token)
-            names[name] = token
-            if not self.accept_symbol(","):
-                break
-        self.close_list()
-        return tuple(names.items())
+class _Parser(TokenCursor):
+    """Parses one statement from its tokens (TokenCursor supplies token access, names and errors)."""
 
     # -- statements -----------------------------------------------------------------------------------------------
 
@@ -482,13 +119,13 @@ class _Parser:
         if_not_exists = self.if_not_exists()
         table = self.table_name()
         seen: set[str] = set()
-        columns = self.column_list("the table name", seen)
+        columns = parse_column_list(self, "the table name", seen)
         found: dict[str, object] = {}
         bucket_names: list[tuple[str, Token]] = []
 
         def partitioned_by() -> None:
             self.expect("BY")
-            found["partition_columns"] = self.column_list("PARTITIONED BY", seen, partition=True)
+            found["partition_columns"] = parse_column_list(self, "PARTITIONED BY", seen, partition=True)
 
         def clustered_by() -> None:
             self.expect("BY")
@@ -711,10 +348,10 @@ class _Parser:
         if not self.accept("VALUES"):
             optional = [] if columns else ["'('"] if partition else ["PARTITION", "'('"]
             self.fail([*optional, "VALUES", "a query"])
-        rows = [self.row("VALUES")]
+        rows = [parse_row(self, "VALUES")]
         while self.accept_symbol(","):
-            rows.append(self.row("','"))
-        self.check_row_sizes(rows, len(columns))
+            rows.append(parse_row(self, "','"))
+        check_row_sizes(self, rows, len(columns))
         return InsertValues(table, tuple(values for values, _ in rows), partition=partition,
                             columns=tuple(name for name, _ in columns), text=self.text)
 
@@ -731,96 +368,3 @@ class _Parser:
             elif depth == 0 and token.is_word(*_QUERY_WORDS):
                 return True
         return False
-
-    def check_row_sizes(self, rows: list[tuple[tuple[Literal, ...], Token]], column_count: int) -> None:
-        """Every row has as many values as the column list (when given) and as the first row."""
-        expected = column_count or len(rows[0][0])
-        for number, (values, token) in enumerate(rows, start=1):
-            if len(values) != expected:
-                against = f"the column list names {column_count}" if column_count else f"row 1 has {expected}"
-                raise self.error(f"row {number} has {len(values)} values but {against}", token)
-
-    def row(self, after: str) -> tuple[tuple[Literal, ...], Token]:
-        token = self.peek()
-        self.expect_symbol("(", after=after)
-        values = [self.literal()]
-        while self.accept_symbol(","):
-            values.append(self.literal())
-        self.close_list()
-        return tuple(values), token
-
-    def literal(self) -> Literal:
-        """A literal of INSERT ... VALUES, typed as ast.Literal describes."""
-        token = self.peek()
-        if token.kind is TokenKind.STRING:
-            self.advance()
-            return token.value
-        if token.is_symbol("-", "+") and self.peek(1).kind is TokenKind.NUMBER:
-            self.advance()
-            number = self.number()
-            return -number if token.value == "-" else number
-        if token.kind is TokenKind.NUMBER:
-            return self.number()
-        if token.is_word("NULL"):
-            self.advance()
-            return None
-        if token.is_word("TRUE", "FALSE"):
-            self.advance()
-            return token.is_word("TRUE")
-        if token.is_word("DATE", "TIMESTAMP") and self.peek(1).kind is TokenKind.STRING:
-            self.advance()
-            string = self.advance()
-            return self.date(string) if token.is_word("DATE") else self.timestamp(string)
-        if token.is_word("CAST"):
-            self.advance()
-            self.expect_symbol("(", after="CAST")
-            value = self.literal()
-            self.expect("AS")
-            type_ = self.type()
-            self.expect_symbol(")", after=f"CAST(... AS {type_}")
-            return Cast(value, type_)
-        if token.is_word("DATE", "TIMESTAMP"):
-            self.advance()
-            self.fail([f"a string literal after {token.value.upper()}"])
-        hint = ""
-        if token.kind in (TokenKind.WORD, TokenKind.QUOTED_NAME):
-            hint = " (VALUES takes literals only; use INSERT INTO ... SELECT for expressions)"
-        self.fail(["a literal value"], hint=hint)
-
-    def number(self) -> int | decimal.Decimal:
-        """A number literal: int for plain digits (or an L, S, Y suffix), decimal.Decimal for the rest."""
-        token = self.advance()
-        text = token.text.upper()
-        if text.endswith("BD"):
-            return decimal.Decimal(text[:-2])
-        if text.endswith(("L", "S", "Y")):
-            return int(text[:-1])
-        if text.endswith("D"):
-            return decimal.Decimal(text[:-1])
-        return int(text) if _INTEGER.fullmatch(text) else decimal.Decimal(text)
-
-    def date(self, token: Token) -> datetime.date:
-        """DATE 'yyyy-mm-dd'."""
-        match = _DATE.fullmatch(token.value.strip())
-        if not match:
-            self.fail(["a date as 'yyyy-mm-dd' after DATE"], token)
-        try:
-            return datetime.date(*(int(part) for part in match.groups()))
-        except ValueError as exc:
-            raise self.error(f"invalid DATE literal {token.text}: {exc}", token) from None
-
-    def timestamp(self, token: Token) -> datetime.datetime:
-        """TIMESTAMP 'yyyy-mm-dd[ hh:mm[:ss[.fffffffff]]]' (a `T` may separate date and time), to the microsecond."""
-        match = _TIMESTAMP.fullmatch(token.value.strip())
-        if not match:
-            self.fail(["a timestamp as 'yyyy-mm-dd hh:mm:ss[.fffffffff]' after TIMESTAMP"], token)
-        year, month, day, hour, minute, second, fraction = match.groups()
-        fraction = fraction or ""
-        if fraction[6:].strip("0"):
-            raise self.error(f"TIMESTAMP literal {token.text} is more precise than a microsecond, which is the "
-                             "finest this tool keeps", token)
-        try:
-            return datetime.datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0),
-                                     int(second or 0), int(fraction[:6].ljust(6, "0")))
-        except ValueError as exc:
-            raise self.error(f"invalid TIMESTAMP literal {token.text}: {exc}", token) from None

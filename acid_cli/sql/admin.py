@@ -152,13 +152,13 @@ def compact(session: Session, statement: ast.AlterTableCompact) -> None:
     for partition in targets:
         outcome = queue.enqueue(database, name, partition, kind, pool=statement.pool,
                                 properties=dict(statement.properties) or None)
-        where = f" ({partition})" if partition else ""
+        where = f" ({partition})" if partition and len(targets) > 1 else ""
         if outcome.accepted:
             session.say(f"Compaction enqueued with id {outcome.compaction_id}{where}")
+            ids.append(outcome.compaction_id)  # AND WAIT waits for accepted requests only, as Hive does
         else:
             session.say(f"Compaction already enqueued with id {outcome.compaction_id}; State is "
                         f"{outcome.state.display}{where}")
-        ids.append(outcome.compaction_id)
     if statement.wait:
         for compaction_id in ids:
             _wait(session, compaction_id)

@@ -57,10 +57,16 @@ def create_database(session: Session, statement: ast.CreateDatabase) -> None:
 
 
 def drop_database(session: Session, statement: ast.DropDatabase) -> None:
-    dropped = session.metastore.catalog.drop_database(statement.name, if_exists=statement.if_exists,
-                                                      cascade=statement.cascade)
+    catalog = session.metastore.catalog
+    location = (catalog.get_database(statement.name).location
+                if not statement.if_exists or statement.name in catalog.list_databases() else None)
+    dropped = catalog.drop_database(statement.name, if_exists=statement.if_exists, cascade=statement.cascade)
     for table in dropped:
         session.say(_remove_table_data(session, table.location, table.full_name, purge=False))
+    if location is not None:
+        fs, path = FileSystem.resolve(location)
+        if fs.is_dir(path) and not fs.list_dir(path):
+            fs.delete_dir(path)  # the database directory, once its tables' data moved to the trash
     if session.database == statement.name:
         session.database = "default"
     session.say("OK")

@@ -24,6 +24,18 @@ def _fail(value, type_name: str, column: str) -> InvalidRowError:
     return InvalidRowError(f"column {column!r} ({type_name}): cannot use {value!r}")
 
 
+def _as_text(value) -> str:
+    """A value as Hive prints it when cast to string (timestamps without trailing zeros in the fraction)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        return text + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "")
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
 def convert(value: ast.Literal, type_name: str, column: str):
     """A VALUES literal as the Python value for a column of `type_name` (Hive's implicit conversions for literals).
 
@@ -61,8 +73,7 @@ def convert(value: ast.Literal, type_name: str, column: str):
                 return value.strip().lower() == "true"
             raise ValueError
         if kind == "string" or _LENGTH.fullmatch(kind):
-            text = ("true" if value else "false") if isinstance(value, bool) else (
-                value.isoformat(sep=" ") if isinstance(value, datetime.datetime) else str(value))
+            text = _as_text(value)
             length = _LENGTH.fullmatch(kind)
             return text[:int(length.group(2))] if length else text  # Hive truncates varchar/char values
         if kind == "date":
@@ -78,6 +89,8 @@ def convert(value: ast.Literal, type_name: str, column: str):
                 return datetime.datetime(value.year, value.month, value.day)
             return datetime.datetime.fromisoformat(str(value).strip())
         if kind == "binary":
+            if isinstance(value, (bytes, bytearray)):
+                return bytes(value)
             if isinstance(value, str):
                 return value.encode("utf-8")
             raise ValueError

@@ -330,6 +330,14 @@ class Catalog:
         for table in (s.columns_v2, s.partition_keys, s.bucketing_cols, s.table_params, s.partitions):
             conn.execute(table.delete().where(table.c.TBL_ID == table_id))
         conn.execute(s.tbls.delete().where(s.tbls.c.TBL_ID == table_id))
+        # Forget the table's transactional records too (Hive's CleanupRecordsFunction), so a table created later
+        # under the same name starts from write id 1 with an empty compaction history.
+        for table, prefix in ((s.txn_components, "TC"), (s.completed_txn_components, "CTC"),
+                              (s.compaction_queue, "CQ"), (s.completed_compactions, "CC"),
+                              (s.txn_to_write_id, "T2W"), (s.next_write_id, "NWI"), (s.write_set, "WS"),
+                              (s.reader_leases, "RL")):
+            conn.execute(table.delete().where(table.c[f"{prefix}_DATABASE"] == database,
+                                              table.c[f"{prefix}_TABLE"] == name))
         return info
 
     def drop_table(self, database: str, name: str, *, if_exists: bool = False) -> TableInfo | None:
