@@ -1,69 +1,91 @@
-"""`make run` until the Airflow platform lands: a local demo warehouse under ACID_HOME written by the embedded writer.
+"""`make run` until the Airflow platform lands: a demo warehouse and metastore under ACID_HOME.
 
-It creates (or continues) `demo.db/events` (unpartitioned) and `demo.db/sales` (partitioned by day), writes a few
-transactions of inserts, deletes and updates into each, and shows what a reader sees with `acid inspect` and `acid read`.
-Re-running continues from the highest write id already on disk.
+It creates (or reuses) `demo.events` (unpartitioned) and `demo.sales` (partitioned by day) with `acid sql`, streams
+transaction batches into them (some transactions aborted), deletes a row in its own transaction, and shows what
+`acid sql` and `acid read` report. Re-running adds more transactions. The `acid` command run with the same ACID_HOME
+sees the same metastore and warehouse.
 """
 
 from __future__ import annotations
 
-import os
+import io
 import random
-import re
 import sys
-from pathlib import Path
 
 from acid_cli.main import main as acid
+from acid_cli.sql import run_script
 from acid_core.merge import read_snapshot
+from acid_core.metastore import Metastore
+from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.metastore.txns import Operation
 from acid_core.rowid import RowId
+from acid_core.streaming import StreamingConnection
 from acid_core.writer import EmbeddedWriter
 
-_WRITE_ID = re.compile(r"(?:delete_)?delta_(\d+)_(\d+)")
+SETUP = """
+CREATE DATABASE IF NOT EXISTS demo;
+CREATE TABLE IF NOT EXISTS demo.events (id bigint, customer string, amount double)
+  STORED AS ORC TBLPROPERTIES ('transactional'='true');
+CREATE TABLE IF NOT EXISTS demo.sales (id bigint, customer string, amount double) PARTITIONED BY (day string)
+  STORED AS ORC TBLPROPERTIES ('transactional'='true')
+"""
 
 
-def _next_write_id(table: Path) -> int:
-    ids = [int(m.group(2)) for p in table.rglob("*delta_*") if (m := _WRITE_ID.match(p.name))]
-    return max(ids, default=0) + 1
+def _stream(store: Metastore, table: str, partition: dict | None, rng: random.Random) -> None:
+    with StreamingConnection(store, "demo", table, partition=partition, batch_size=5) as stream:
+        for number in range(5):
+            stream.begin_transaction()
+            stream.write([(rng.randrange(1_000_000), f"user-{rng.randrange(100):03d}", round(rng.uniform(1, 500), 2))
+                          for _ in range(rng.randrange(3, 10))])
+            if number == 3:
+                stream.abort_transaction()
+            else:
+                stream.commit_transaction()
 
 
-def _write_transactions(writer: EmbeddedWriter, table: Path, partition: dict | None, rounds: int, rng: random.Random) -> None:
-    for _ in range(rounds):
-        write_id = _next_write_id(table)
-        rows = [(rng.randrange(1_000_000), f"user-{rng.randrange(100):03d}", round(rng.uniform(1, 500), 2))
-                for _ in range(rng.randrange(5, 20))]
-        writer.insert(rows, write_id=write_id, partition=partition)
-        location = writer.partition_location(partition)
-        current = read_snapshot(location, include_row_id=True).column("row__id").to_pylist()
-        if len(current) > 10:
-            victims = [RowId(r["writeid"], r["bucketid"], r["rowid"]) for r in rng.sample(current, 2)]
-            writer.delete(victims[:1], write_id=write_id + 1, partition=partition)
-            writer.update(victims[1:], [(0, "updated", 0.0)], write_id=write_id + 2, partition=partition)
+def _delete_one(store: Metastore, table: str, rng: random.Random) -> None:
+    """Delete one visible row of demo.<table> in its own transaction, as a DELETE statement would."""
+    info = store.catalog.get_table("demo", table)
+    txn = store.txns.open_txn(agent_info="demo delete")
+    try:
+        snapshot = store.txns.snapshot([info.full_name], current_txn=txn)
+        rows = read_snapshot(info.location, write_ids=snapshot.write_ids[info.full_name], txns=snapshot.txns,
+                             include_row_id=True).column("row__id").to_pylist()
+        write_id = store.txns.allocate_write_ids([txn], "demo", table)[txn]
+        store.locks.acquire([LockComponent("demo", table, None, LockType.SHARED_WRITE)], txn_id=txn)
+        store.txns.add_components(txn, "demo", table, [None], Operation.DELETE)
+        victim = rng.choice(rows)
+        EmbeddedWriter(info.location, columns=info.columns).delete(
+            [RowId(victim["writeid"], victim["bucketid"], victim["rowid"])], write_id=write_id)
+        store.txns.commit(txn)
+    except BaseException:
+        store.txns.abort(txn)
+        raise
 
 
 def main() -> int:
-    home = Path(os.environ.get("ACID_HOME", ".acid-home")).resolve()
-    warehouse = home / "warehouse" / "demo.db"
-    rng = random.Random(42)
-    columns = [("id", "bigint"), ("customer", "string"), ("amount", "double")]
-    events = warehouse / "events"
-    sales = warehouse / "sales"
-    _write_transactions(EmbeddedWriter(str(events), columns=columns), events, None, 3, rng)
-    sales_writer = EmbeddedWriter(str(sales), columns=columns, partition_keys=["day"])
+    store = Metastore()
+    store.init()
+    run_script(SETUP, metastore=store, out=io.StringIO())
+    rng = random.Random()
+    _stream(store, "events", None, rng)
     for day in ("2026-11-01", "2026-11-02"):
-        _write_transactions(sales_writer, sales, {"day": day}, 2, rng)
-
-    hwm = _next_write_id(events) - 1
-    print(f"Demo warehouse: {warehouse}\n")
-    print(f"$ acid inspect {events} --write-ids demo.events:{hwm}:9223372036854775807::")
-    acid(["inspect", str(events), "--write-ids", f"demo.events:{hwm}:9223372036854775807::"])
-    print(f"\n$ acid read {events} --row-id   (every committed write id)")
-    acid(["read", str(events), "--row-id"])
-    print(f"\n$ acid read {events} --write-ids demo.events:1:9223372036854775807::   (the snapshot after write id 1)")
-    acid(["read", str(events), "--write-ids", "demo.events:1:9223372036854775807::"])
-    print(f"\n$ acid read {sales}/day=2026-11-02 --format jsonl --row-id")
-    acid(["read", str(sales / "day=2026-11-02"), "--format", "jsonl", "--row-id"])
-    print("\nThe Airflow platform (initiator, compaction, cleaner) arrives with the later issues; "
-          "run `make run` again to add more transactions.")
+        _stream(store, "sales", {"day": day}, rng)
+    _delete_one(store, "events", rng)
+    events = store.catalog.get_table("demo", "events").location
+    print(f"Metastore: {store.url}\nWarehouse: {store.catalog.warehouse}\n")
+    for statement in ("SHOW TABLES IN demo", "SHOW PARTITIONS demo.sales", "SHOW TRANSACTIONS"):
+        print(f"$ acid sql \"{statement}\"")
+        run_script(statement, metastore=store)
+        print()
+    ids = store.txns.valid_write_ids("demo", "events")
+    print(f"$ acid inspect {events} --write-ids {ids}")
+    acid(["inspect", events, "--write-ids", str(ids)])
+    print(f"\n$ acid read {events} --write-ids {ids} --row-id")
+    acid(["read", events, "--write-ids", str(ids), "--row-id"])
+    print("\nRun `make run` again to add more transactions; compaction on Spark and the Airflow DAGs arrive with the "
+          "next issues.")
+    store.close()
     return 0
 
 
