@@ -101,3 +101,7 @@ class NotTransactionalError(MetastoreError):
 
 class CompactionStateError(MetastoreError):
     """The compaction is not in the state the operation needs."""
+
+
+class DuplicateKeyError(MetastoreError):
+    """A row with the same unique key was written concurrently (the operation was rolled back)."""

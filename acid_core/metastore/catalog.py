@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from acid_core.errors import AlreadyExistsError, MetastoreError, NoSuchObjectError, NotTransactionalError
+from acid_core.errors import (AlreadyExistsError, DuplicateKeyError, MetastoreError, NoSuchObjectError,
+                              NotTransactionalError)
 from acid_core.layout import parse_partition_dir_name, partition_dir_name
 from acid_core.metastore import schema as s
 from acid_core.metastore.engine import Database
@@ -158,7 +161,12 @@ class Catalog:
                                                DESC=description, CREATE_TIME=info.create_time_ms))
             return info
 
-        return self.db.run(f"create database {name}", create)
+        try:
+            return self.db.run(f"create database {name}", create)
+        except DuplicateKeyError:  # created concurrently between our check and our insert
+            if if_not_exists:
+                return self.get_database(name)
+            raise AlreadyExistsError(f"database {name!r} already exists") from None
 
     def _database_row(self, conn: Connection, name: str):
         row = conn.execute(sa.select(s.dbs).where(s.dbs.c.NAME == name)).first()
@@ -172,9 +180,10 @@ class Catalog:
 
     def _ensure_default(self, conn: Connection) -> None:
         if conn.execute(sa.select(s.dbs.c.DB_ID).where(s.dbs.c.NAME == DEFAULT_DATABASE)).first() is None:
-            conn.execute(s.dbs.insert().values(DB_ID=self._next(conn, "DBS"), NAME=DEFAULT_DATABASE,
-                                               DB_LOCATION_URI=self.warehouse, DESC="Default Hive database",
-                                               CREATE_TIME=self.db.clock.now_ms()))
+            insert = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(s.dbs)
+            conn.execute(insert.values(DB_ID=self._next(conn, "DBS"), NAME=DEFAULT_DATABASE,
+                                       DB_LOCATION_URI=self.warehouse, DESC="Default Hive database",
+                                       CREATE_TIME=self.db.clock.now_ms()).on_conflict_do_nothing())
 
     def get_database(self, name: str) -> DatabaseInfo:
         name = check_identifier(name, "database")
@@ -266,7 +275,12 @@ class Catalog:
                                                        for k, v in params.items()])
             return self._table(conn, database, name)
 
-        return self.db.run(f"create table {database}.{name}", create)
+        try:
+            return self.db.run(f"create table {database}.{name}", create)
+        except DuplicateKeyError:  # created concurrently between our check and our insert
+            if if_not_exists:
+                return self.get_table(database, name)
+            raise AlreadyExistsError(f"table {database}.{name} already exists") from None
 
     def _table_id(self, conn: Connection, database: str, name: str) -> int:
         db_row = self._database_row(conn, database)
@@ -358,15 +372,19 @@ class Catalog:
         """Set table properties (replacing a key that differs only in case, as Hive matches them)."""
         database, name = check_identifier(database, "database"), check_identifier(name, "table")
 
+        wanted: dict[str, tuple[str, str]] = {}
+        for key, value in params.items():  # two spellings of one key in one call: the last one wins
+            wanted[str(key).lower()] = (str(key), str(value))
+
         def set_(conn: Connection) -> TableInfo:
             table_id = self._table_id(conn, database, name)
             current = conn.execute(sa.select(s.table_params.c.PARAM_KEY).where(s.table_params.c.TBL_ID == table_id)).scalars().all()
-            for key, value in params.items():
-                for old in current:
-                    if old.lower() == str(key).lower():
-                        conn.execute(s.table_params.delete().where(s.table_params.c.TBL_ID == table_id,
-                                                                   s.table_params.c.PARAM_KEY == old))
-                conn.execute(s.table_params.insert().values(TBL_ID=table_id, PARAM_KEY=str(key), PARAM_VALUE=str(value)))
+            doomed = [old for old in current if old.lower() in wanted]
+            if doomed:
+                conn.execute(s.table_params.delete().where(s.table_params.c.TBL_ID == table_id,
+                                                           s.table_params.c.PARAM_KEY.in_(doomed)))
+            conn.execute(s.table_params.insert(), [{"TBL_ID": table_id, "PARAM_KEY": key, "PARAM_VALUE": value}
+                                                   for key, value in wanted.values()])
             return self._table(conn, database, name)
 
         return self.db.run(f"set properties of {database}.{name}", set_)
@@ -401,12 +419,13 @@ class Catalog:
             table_id = self._table_id(conn, database, name)
             row = conn.execute(sa.select(s.partitions).where(s.partitions.c.TBL_ID == table_id,
                                                              s.partitions.c.PART_NAME == part_name)).first()
-            if row is None:
-                now = self.db.clock.now_ms()
-                location = table.partition_location(part_name)
-                conn.execute(s.partitions.insert().values(PART_ID=self._next(conn, "PARTITIONS"), TBL_ID=table_id,
-                                                          PART_NAME=part_name, LOCATION=location, CREATE_TIME=now))
-                return PartitionInfo(database, name, part_name, location, now)
+            if row is None:  # a concurrent writer may add it first: then keep theirs
+                insert = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(s.partitions)
+                conn.execute(insert.values(PART_ID=self._next(conn, "PARTITIONS"), TBL_ID=table_id, PART_NAME=part_name,
+                                           LOCATION=table.partition_location(part_name),
+                                           CREATE_TIME=self.db.clock.now_ms()).on_conflict_do_nothing())
+                row = conn.execute(sa.select(s.partitions).where(s.partitions.c.TBL_ID == table_id,
+                                                                 s.partitions.c.PART_NAME == part_name)).one()
             return PartitionInfo(database, name, row.PART_NAME, row.LOCATION, row.CREATE_TIME)
 
         return self.db.run(f"add partition of {database}.{name}", add)

@@ -20,9 +20,9 @@ from typing import Callable, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
-from acid_core.errors import MetastoreError, MetastoreUnavailableError
+from acid_core.errors import DuplicateKeyError, MetastoreError, MetastoreUnavailableError
 from acid_core.metastore import schema
 
 T = TypeVar("T")
@@ -80,7 +80,7 @@ def redact(url: str) -> str:
     """A URL safe to print: the password hidden."""
     try:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError):
         return "<unparsable URL>"
 
 
@@ -99,14 +99,27 @@ class Database:
                  pool_size: int = 5) -> None:
         try:
             parsed = sa.engine.make_url(url)
-        except sa.exc.ArgumentError as exc:
+        except (sa.exc.ArgumentError, ValueError) as exc:
             raise MetastoreError(f"metastore URL {url!r} is not a SQLAlchemy URL: {exc}") from exc
-        self.url = url
         self.dialect = parsed.get_backend_name()
         if self.dialect not in ("postgresql", "sqlite"):
             raise MetastoreError(f"metastore URL {redact(url)}: only postgresql and sqlite are supported")
+        if parsed.drivername == "postgresql":  # SQLAlchemy 2.1 would pick psycopg 3; psycopg2 is what ships
+            parsed = parsed.set(drivername="postgresql+psycopg2")
+            url = parsed.render_as_string(hide_password=False)
+        self.url = url
         self.clock = clock or Clock()
         self.identity = identity or Identity.current()
+        try:
+            self._create_engines(parsed, pool_size)
+        except OSError as exc:
+            raise MetastoreUnavailableError(f"metastore {redact(url)}: cannot create the database file's directory: "
+                                            f"{exc}") from exc
+        except (ValueError, TypeError, ImportError, SQLAlchemyError) as exc:
+            raise MetastoreError(f"metastore URL {redact(url)} cannot be used: {exc}") from exc
+
+    def _create_engines(self, parsed, pool_size: int) -> None:
+        url = self.url
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
                 Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -171,6 +184,8 @@ class Database:
                 if _is_retryable(exc) and attempt + 1 < _MAX_ATTEMPTS:
                     time.sleep(min(0.2, 0.002 * 2 ** attempt) * random.uniform(0.5, 1.5))
                     continue
+                if isinstance(exc, IntegrityError) and _is_unique_violation(exc):
+                    raise DuplicateKeyError(f"{operation}: a concurrent writer created the same row: {exc.orig}") from exc
                 raise MetastoreError(f"{operation}: metastore database error: {exc.orig}") from exc
             except SQLAlchemyError as exc:
                 raise MetastoreError(f"{operation}: metastore error: {exc}") from exc
@@ -189,6 +204,10 @@ class Database:
             return connection.execute(sa.select(sa.func.max(schema.acid_schema_version.c.VERSION))).scalar_one()
 
         return self.run("metastore init", create)
+
+
+def _is_unique_violation(exc: IntegrityError) -> bool:
+    return getattr(exc.orig, "pgcode", None) == "23505" or "unique constraint failed" in str(exc.orig).lower()
 
 
 def _strip_comments(text: str) -> str:

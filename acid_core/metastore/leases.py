@@ -55,7 +55,7 @@ class ReaderLeases:
                 RL_OWNER=(owner or self.db.identity.user)[:128], RL_HOST=self.db.identity.host))
             return Lease(lease_id, database, table, snapshot)
 
-        return self.db.run(f"acquire a reader lease on {name}", acquire_)
+        return self.db.run(f"acquire a reader lease on {name}", acquire_, snapshot=True)
 
     def heartbeat(self, lease_id: int) -> None:
         """Keep a lease alive.

@@ -56,7 +56,6 @@ partitions = _table("PARTITIONS", Column("PART_ID", BigInteger, primary_key=True
                     _nn("LOCATION", String(4000)), _nn("CREATE_TIME", BigInteger), UniqueConstraint("TBL_ID", "PART_NAME"))
 
 next_txn_id = _table("NEXT_TXN_ID", _nn("NTXN_NEXT", BigInteger))
-txn_lock_tbl = _table("TXN_LOCK_TBL", _nn("TXN_LOCK", BigInteger))
 
 txns = _table("TXNS", Column("TXN_ID", BigInteger, primary_key=True, autoincrement=False), _nn("TXN_STATE", CHAR(1)),
               _nn("TXN_STARTED", BigInteger), _nn("TXN_LAST_HEARTBEAT", BigInteger), _nn("TXN_USER", String(128)),

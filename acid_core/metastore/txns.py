@@ -2,7 +2,7 @@
 
 Ids come from counter rows (NEXT_TXN_ID, NEXT_WRITE_ID) updated in the same database transaction that records them,
 so they never repeat or go missing. Every state change is a compare-and-swap on TXN_STATE. Commit follows Hive:
-update/delete components are checked against WRITE_SET under the TXN_LOCK_TBL row lock (first committer wins),
+update/delete components are checked against WRITE_SET under the NEXT_TXN_ID row lock (first committer wins),
 components move to COMPLETED_TXN_COMPONENTS, locks are released, and a compactor transaction stamps its queue entry
 with the next transaction id (the cleaner's watermark).
 """
@@ -182,9 +182,9 @@ class TxnStore:
                          .scalars().all())
         now = self.db.clock.now_ms()
         if operations & set(_UPDATE_DELETE):
-            if self.db.dialect == "postgresql":
-                conn.execute(sa.select(s.txn_lock_tbl.c.TXN_LOCK).with_for_update()).all()
-            commit_id = conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT)).scalar_one() - 1
+            # Hold NEXT_TXN_ID until this commit is visible (Hive's commitTxn does the same): no transaction can open
+            # with a snapshot that misses this commit yet an id above its commit id, which would hide a conflict.
+            commit_id = conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT).with_for_update()).scalar_one() - 1
             conflict = self._find_write_conflict(conn, txn_id)
             if conflict is not None:
                 self._abort(conn, txn_id)

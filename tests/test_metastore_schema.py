@@ -1,0 +1,255 @@
+"""The metastore schema: the SQLAlchemy tables in acid_core/metastore/schema.py agree with what sql/<dialect>/schema.sql
+creates, and `Metastore.init()` is idempotent, also when several processes run it at once.
+
+The comparison reflects the real database (SQLite file or PostgreSQL) with `sqlalchemy.inspect`, so it checks what the
+DDL really made, not what it says.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import traceback
+
+import pytest
+import sqlalchemy as sa
+
+from acid_core.metastore import Metastore
+from acid_core.metastore import schema
+from acid_core.metastore.catalog import DEFAULT_DATABASE
+
+PROCESS_TIMEOUT_SECONDS = 60
+
+
+def type_family(type_: sa.types.TypeEngine) -> str:
+    """integer / bigint / char(n) / varchar(n) / text: what both dialects must agree on, whatever they call it."""
+    if isinstance(type_, sa.CHAR):
+        return f"char({type_.length})"
+    if isinstance(type_, sa.Text):
+        return "text"
+    if isinstance(type_, sa.String):
+        return f"varchar({type_.length})"
+    if isinstance(type_, sa.BigInteger):
+        return "bigint"
+    if isinstance(type_, sa.Integer):
+        return "integer"
+    return f"unexpected type {type_!r}"
+
+
+def declared_tables() -> dict[str, dict]:
+    """schema.py's view: per table, its columns (family, nullable) in order and its primary key."""
+    return {
+        name: {
+            "columns": [(c.name, type_family(c.type), c.nullable) for c in table.columns],
+            "primary_key": [c.name for c in table.primary_key.columns],
+        }
+        for name, table in schema.metadata.tables.items()
+    }
+
+
+def reflected_tables(engine: sa.Engine) -> dict[str, dict]:
+    """The database's view, from sqlalchemy.inspect."""
+    inspector = sa.inspect(engine)
+    return {
+        name: {
+            "columns": [(c["name"], type_family(c["type"]), c["nullable"]) for c in inspector.get_columns(name)],
+            "primary_key": inspector.get_pk_constraint(name)["constrained_columns"],
+        }
+        for name in inspector.get_table_names()
+    }
+
+
+def schema_differences(declared: dict[str, dict], reflected: dict[str, dict]) -> list[str]:
+    """Every disagreement, one line each, so a failure lists them all at once."""
+    problems = [f"table {name} is in schema.py but not in the database" for name in sorted(set(declared) - set(reflected))]
+    problems += [f"table {name} is in the database but not in schema.py" for name in sorted(set(reflected) - set(declared))]
+    for name in sorted(set(declared) & set(reflected)):
+        want, got = declared[name], reflected[name]
+        want_names = [c[0] for c in want["columns"]]
+        got_names = [c[0] for c in got["columns"]]
+        if want_names != got_names:
+            problems.append(f"{name}: columns {want_names} in schema.py, {got_names} in the database")
+        got_by_name = {c[0]: c for c in got["columns"]}
+        for column, family, nullable in want["columns"]:
+            if column not in got_by_name:
+                continue
+            _, got_family, got_nullable = got_by_name[column]
+            if family != got_family:
+                problems.append(f"{name}.{column}: type {family} in schema.py, {got_family} in the database")
+            if nullable != got_nullable:
+                problems.append(f"{name}.{column}: nullable={nullable} in schema.py, nullable={got_nullable} in the database")
+        if want["primary_key"] != got["primary_key"]:
+            problems.append(f"{name}: primary key {want['primary_key']} in schema.py, {got['primary_key']} in the database")
+    return problems
+
+
+@pytest.fixture
+def store(metastore_url, tmp_path):
+    metastore = Metastore(metastore_url, warehouse=str(tmp_path / "warehouse"))
+    yield metastore
+    metastore.close()
+
+
+def test_type_family_names_the_families_both_dialects_share():
+    assert [type_family(t) for t in (sa.Integer(), sa.BigInteger(), sa.CHAR(1), sa.String(128), sa.Text())] == [
+        "integer", "bigint", "char(1)", "varchar(128)", "text"]
+
+
+def test_schema_py_declares_the_hive_named_tables():
+    for name in ("TXNS", "TXN_COMPONENTS", "COMPLETED_TXN_COMPONENTS", "HIVE_LOCKS", "COMPACTION_QUEUE",
+                 "COMPLETED_COMPACTIONS", "NEXT_TXN_ID", "NEXT_WRITE_ID", "TXN_TO_WRITE_ID", "WRITE_SET"):
+        assert name in schema.metadata.tables
+
+
+def test_schema_py_agrees_with_the_database_the_sql_file_creates(store):
+    store.init()
+    problems = schema_differences(declared_tables(), reflected_tables(store.db.engine))
+    assert not problems, f"{store.db.dialect}: schema.py and sql/*/schema.sql disagree:\n" + "\n".join(problems)
+
+
+def _unique_sets(engine: sa.Engine, inspector, name: str) -> set[tuple[str, ...]]:
+    """Column sets the database keeps unique (primary keys aside).
+
+    SQLite: read from PRAGMA index_list / index_info, because SQLAlchemy does not reflect a column-level UNIQUE there.
+    """
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as connection:
+            indexes = connection.exec_driver_sql(f'PRAGMA index_list("{name}")').all()
+            return {tuple(row[2] for row in connection.exec_driver_sql(f'PRAGMA index_info("{index[1]}")').all())
+                    for index in indexes if index[2] and index[3] != "pk"}
+    found = {tuple(u["column_names"]) for u in inspector.get_unique_constraints(name)}
+    found |= {tuple(i["column_names"]) for i in inspector.get_indexes(name) if i["unique"]}
+    return found
+
+
+def test_uniqueness_the_code_relies_on_exists_in_the_database(store):
+    """schema.py's unique constraints, plus the unique indexes the id allocation relies on (ON CONFLICT needs them)."""
+    store.init()
+    inspector = sa.inspect(store.db.engine)
+    wanted = {name: {tuple(c.name for c in constraint.columns) for constraint in table.constraints
+                     if isinstance(constraint, sa.UniqueConstraint)}
+              for name, table in schema.metadata.tables.items()}
+    wanted["NEXT_WRITE_ID"].add(("NWI_DATABASE", "NWI_TABLE"))
+    wanted["TXN_TO_WRITE_ID"] |= {("T2W_DATABASE", "T2W_TABLE", "T2W_TXNID"), ("T2W_DATABASE", "T2W_TABLE", "T2W_WRITEID")}
+    missing = [f"{name}: UNIQUE {columns}" for name, sets in sorted(wanted.items())
+               for columns in sorted(sets - _unique_sets(store.db.engine, inspector, name))]
+    assert not missing, "missing in the database:\n" + "\n".join(missing)
+
+
+def test_foreign_keys_agree(store):
+    store.init()
+    inspector = sa.inspect(store.db.engine)
+    declared = {(name, tuple(fk.parent.name for fk in constraint.elements), constraint.referred_table.name,
+                 tuple(fk.column.name for fk in constraint.elements))
+                for name, table in schema.metadata.tables.items() for constraint in table.foreign_key_constraints}
+    reflected = {(name, tuple(fk["constrained_columns"]), fk["referred_table"], tuple(fk["referred_columns"]))
+                 for name in inspector.get_table_names() for fk in inspector.get_foreign_keys(name)}
+    assert declared == reflected
+
+
+def test_primary_key_columns_refuse_null(store):
+    """A primary key never holds NULL (SQLite allows it unless the column says NOT NULL: a legacy quirk)."""
+    store.init()
+    with store.db.engine.connect() as connection:
+        with pytest.raises(sa.exc.IntegrityError):
+            with connection.begin():
+                connection.execute(schema.txns.insert().values(
+                    TXN_ID=None, TXN_STATE="o", TXN_STARTED=0, TXN_LAST_HEARTBEAT=0, TXN_USER="u", TXN_HOST="h"))
+
+
+def test_init_twice_is_idempotent(store):
+    first = store.init()
+    with store.db.engine.connect() as connection:
+        counters_before = _counter_rows(connection)
+    second = store.init()
+    assert first == second == schema.SCHEMA_VERSION
+    with store.db.engine.connect() as connection:
+        assert _counter_rows(connection) == counters_before
+        assert connection.execute(sa.select(sa.func.count()).select_from(schema.acid_schema_version)).scalar_one() == 1
+        names = connection.execute(sa.select(schema.dbs.c.NAME)).scalars().all()
+    assert names == [DEFAULT_DATABASE]
+
+
+def test_init_keeps_existing_data(store):
+    store.init()
+    txn_id = store.txns.open_txn()
+    store.catalog.create_database("sales")
+    store.init()
+    assert [t.txn_id for t in store.txns.show_transactions()] == [txn_id]
+    assert store.catalog.list_databases() == [DEFAULT_DATABASE, "sales"]
+    assert store.txns.open_txn() == txn_id + 1
+
+
+def _counter_rows(connection) -> dict[str, list]:
+    return {table.name: sorted(tuple(r) for r in connection.execute(sa.select(table)).all())
+            for table in (schema.next_txn_id, schema.next_lock_id, schema.next_compaction_queue_id,
+                          schema.sequence_table)}
+
+
+def _init_in_process(url: str, warehouse: str, barrier, results) -> None:
+    """Child process: wait for the others, then init; report 'ok' or the error."""
+    try:
+        metastore = Metastore(url, warehouse=warehouse)
+        barrier.wait(timeout=PROCESS_TIMEOUT_SECONDS)
+        try:
+            results.put(("ok", metastore.init()))
+        finally:
+            metastore.close()
+    except BaseException:  # report everything: the parent asserts on it
+        results.put(("error", traceback.format_exc()))
+
+
+def test_init_from_four_processes_at_once(metastore_url, tmp_path):
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(4)
+    results = context.Queue()
+    processes = [context.Process(target=_init_in_process, args=(metastore_url, str(tmp_path / "wh"), barrier, results))
+                 for _ in range(4)]
+    for process in processes:
+        process.start()
+    try:
+        outcomes = [results.get(timeout=PROCESS_TIMEOUT_SECONDS) for _ in processes]
+    finally:
+        for process in processes:
+            process.join(timeout=PROCESS_TIMEOUT_SECONDS)
+            if process.is_alive():
+                process.kill()
+    assert outcomes == [("ok", schema.SCHEMA_VERSION)] * 4, outcomes
+    metastore = Metastore(metastore_url, warehouse=str(tmp_path / "wh"))
+    try:
+        assert metastore.catalog.list_databases() == [DEFAULT_DATABASE]
+        with metastore.db.engine.connect() as connection:
+            counters = _counter_rows(connection)
+        assert counters["NEXT_TXN_ID"] == [(1,)]
+        assert counters["NEXT_LOCK_ID"] == [(1,)]
+        assert counters["NEXT_COMPACTION_QUEUE_ID"] == [(1,)]
+        assert sorted(name for name, _ in counters["SEQUENCE_TABLE"]) == ["DBS", "PARTITIONS", "READER_LEASES", "TBLS"]
+        assert set(sa.inspect(metastore.db.engine).get_table_names()) == set(schema.metadata.tables)
+    finally:
+        metastore.close()
+
+
+@pytest.mark.postgres
+def test_default_database_created_once_when_two_inits_interleave(postgres_url, tmp_path):
+    """Two processes starting at once both find no `default` database and both insert it; the loser must not fail.
+
+    The interleaving is forced: right after handle A has looked for `default` (and found none), handle B runs its
+    whole ensure_default_database; then A goes on.
+    """
+    first = Metastore(postgres_url, warehouse=str(tmp_path / "wh"))
+    second = Metastore(postgres_url, warehouse=str(tmp_path / "wh"))
+    try:
+        first.db.init_schema()
+        fired = []
+
+        def after_execute(conn, cursor, statement, parameters, context, executemany):
+            if not fired and statement.lstrip().upper().startswith("SELECT") and '"DBS"' in statement:
+                fired.append(statement)
+                second.catalog.ensure_default_database()
+
+        sa.event.listen(first.db.engine, "after_cursor_execute", after_execute)
+        first.catalog.ensure_default_database()
+        assert fired, "the interleaving hook never ran"
+        assert first.catalog.list_databases() == [DEFAULT_DATABASE]
+    finally:
+        first.close()
+        second.close()
