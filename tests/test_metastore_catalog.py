@@ -382,3 +382,18 @@ def test_two_create_table_at_once_the_loser_gets_already_exists(postgres_url, tm
         _interleaved(postgres_url, tmp_path, "TBLS",
                      lambda ms: ms.catalog.create_table("default", "t", COLUMNS),
                      lambda ms: ms.catalog.create_table("default", "t", COLUMNS))
+
+
+def test_database_properties_carry_no_auto_compaction(metastore_url, tmp_path):
+    from acid_core.metastore import Metastore
+
+    store = Metastore(metastore_url, warehouse=str(tmp_path / "wh"))
+    store.init()
+    try:
+        info = store.catalog.create_database("db1", params={"NO_AUTO_COMPACTION": "true", "owner": "ops"})
+        assert info.no_auto_compaction and info.param("Owner") == "ops"
+        info = store.catalog.set_database_params("db1", {"no_auto_compaction": "false"})
+        assert not info.no_auto_compaction and dict(info.params) == {"owner": "ops", "no_auto_compaction": "false"}
+        assert store.catalog.get_database("db1").params == info.params
+    finally:
+        store.close()

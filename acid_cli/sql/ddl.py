@@ -50,6 +50,7 @@ def validate_properties(properties: dict[str, str], *, current: dict[str, str] |
 def create_database(session: Session, statement: ast.CreateDatabase) -> None:
     info = session.metastore.catalog.create_database(statement.name, location=statement.location,
                                                      description=statement.comment,
+                                                     params=dict(statement.properties) or None,
                                                      if_not_exists=statement.if_not_exists)
     fs, path = FileSystem.resolve(info.location)
     fs.make_dirs(path)

@@ -52,6 +52,16 @@ class DatabaseInfo:
     location: str
     description: str | None
     create_time_ms: int
+    params: Mapping[str, str] = field(default_factory=dict)
+
+    def param(self, key: str) -> str | None:
+        """A database property (DBPROPERTIES), key matched case-insensitively."""
+        return _param(self.params, key)
+
+    @property
+    def no_auto_compaction(self) -> bool:
+        """Hive honours `no_auto_compaction` on the database as well as on the table."""
+        return (self.param("no_auto_compaction") or "").lower() == "true"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,20 +156,23 @@ class Catalog:
         return self.warehouse if name == DEFAULT_DATABASE else posixpath.join(self.warehouse, f"{name}.db")
 
     def create_database(self, name: str, *, location: str | None = None, description: str | None = None,
-                        if_not_exists: bool = False) -> DatabaseInfo:
+                        params: Mapping[str, str] | None = None, if_not_exists: bool = False) -> DatabaseInfo:
         name = check_identifier(name, "database")
 
         def create(conn: Connection) -> DatabaseInfo:
             row = conn.execute(sa.select(s.dbs).where(s.dbs.c.NAME == name)).first()
             if row is not None:
                 if if_not_exists:
-                    return DatabaseInfo(row.NAME, row.DB_LOCATION_URI, row.DESC, row.CREATE_TIME)
+                    return self._database(conn, row)
                 raise AlreadyExistsError(f"database {name!r} already exists")
-            info = DatabaseInfo(name, location or self.default_database_location(name), description,
-                                self.db.clock.now_ms())
-            conn.execute(s.dbs.insert().values(DB_ID=self._next(conn, "DBS"), NAME=name, DB_LOCATION_URI=info.location,
-                                               DESC=description, CREATE_TIME=info.create_time_ms))
-            return info
+            db_id = self._next(conn, "DBS")
+            conn.execute(s.dbs.insert().values(DB_ID=db_id, NAME=name,
+                                               DB_LOCATION_URI=location or self.default_database_location(name),
+                                               DESC=description, CREATE_TIME=self.db.clock.now_ms()))
+            if params:
+                conn.execute(s.database_params.insert(), [{"DB_ID": db_id, "PARAM_KEY": str(k), "PARAM_VALUE": str(v)}
+                                                          for k, v in params.items()])
+            return self._database(conn, conn.execute(sa.select(s.dbs).where(s.dbs.c.DB_ID == db_id)).one())
 
         try:
             return self.db.run(f"create database {name}", create)
@@ -185,10 +198,34 @@ class Catalog:
                                        DB_LOCATION_URI=self.warehouse, DESC="Default Hive database",
                                        CREATE_TIME=self.db.clock.now_ms()).on_conflict_do_nothing())
 
+    @staticmethod
+    def _database(conn: Connection, row) -> DatabaseInfo:
+        params = dict(conn.execute(sa.select(s.database_params.c.PARAM_KEY, s.database_params.c.PARAM_VALUE)
+                                   .where(s.database_params.c.DB_ID == row.DB_ID)).all())
+        return DatabaseInfo(row.NAME, row.DB_LOCATION_URI, row.DESC, row.CREATE_TIME, params)
+
     def get_database(self, name: str) -> DatabaseInfo:
         name = check_identifier(name, "database")
-        row = self.db.run(f"read database {name}", lambda conn: self._database_row(conn, name))
-        return DatabaseInfo(row.NAME, row.DB_LOCATION_URI, row.DESC, row.CREATE_TIME)
+        return self.db.run(f"read database {name}",
+                           lambda conn: self._database(conn, self._database_row(conn, name)), write=False)
+
+    def set_database_params(self, name: str, params: Mapping[str, str]) -> DatabaseInfo:
+        """Set database properties (ALTER DATABASE ... SET DBPROPERTIES); keys match case-insensitively."""
+        name = check_identifier(name, "database")
+
+        def set_(conn: Connection) -> DatabaseInfo:
+            row = self._database_row(conn, name)
+            dp = s.database_params.c
+            current = conn.execute(sa.select(dp.PARAM_KEY).where(dp.DB_ID == row.DB_ID)).scalars().all()
+            lowered = {str(k).lower(): (str(k), str(v)) for k, v in params.items()}
+            doomed = [old for old in current if old.lower() in lowered]
+            if doomed:
+                conn.execute(s.database_params.delete().where(dp.DB_ID == row.DB_ID, dp.PARAM_KEY.in_(doomed)))
+            conn.execute(s.database_params.insert(), [{"DB_ID": row.DB_ID, "PARAM_KEY": k, "PARAM_VALUE": v}
+                                                      for k, v in lowered.values()])
+            return self._database(conn, row)
+
+        return self.db.run(f"set properties of database {name}", set_)
 
     def list_databases(self) -> list[str]:
         def read(conn: Connection) -> list[str]:
