@@ -26,6 +26,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_snapshot_read.py
+	$(BIN)/python bench/bench_metastore.py
 
 clean:
 	rm -rf $(VENV) $(ACID_HOME)
