@@ -73,3 +73,42 @@ def metastore_url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/metastore.db"
     return request.getfixturevalue("postgres_url")
+
+
+TEST_IDENTITY = ("tester", "testhost")
+
+
+@pytest.fixture
+def clock():
+    """A clock that moves only when a test advances it (time-outs without sleeping)."""
+    from acid_core.metastore.engine import ManualClock
+
+    return ManualClock()
+
+
+@pytest.fixture
+def make_ms(metastore_url, clock, tmp_path):
+    """Factory for initialised metastores on `metastore_url` (both databases), closed after the test."""
+    from acid_core.metastore import Metastore
+    from acid_core.metastore.engine import Identity
+
+    made = []
+
+    def make(**options):
+        options.setdefault("clock", clock)
+        options.setdefault("identity", Identity(*TEST_IDENTITY))
+        options.setdefault("warehouse", str(tmp_path / "warehouse"))
+        store = Metastore(metastore_url, **options)
+        store.init()
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture
+def ms(make_ms):
+    """An initialised metastore with the test clock and identity, on SQLite and on PostgreSQL."""
+    return make_ms()

@@ -13,7 +13,7 @@ from acid_core.errors import AcidError, AlreadyExistsError, MetastoreError, NoSu
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema
 from acid_core.metastore.catalog import DEFAULT_DATABASE, check_identifier
-from acid_core.metastore.engine import Identity, ManualClock
+from acid_core.metastore.engine import Identity
 
 ME = Identity(user="tester", host="testhost")
 COLUMNS = [("id", "int"), ("name", "string")]
@@ -22,21 +22,8 @@ BAD_NAMES = ["../x", "a b", "x;drop table TXNS", "", "x/y", "x.y", "x'--", "é",
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
 def warehouse(tmp_path) -> str:
     return str(tmp_path / "warehouse")
-
-
-@pytest.fixture
-def ms(metastore_url, clock, warehouse):
-    metastore = Metastore(metastore_url, clock=clock, identity=ME, warehouse=warehouse)
-    metastore.init()
-    yield metastore
-    metastore.close()
 
 
 def catalog_rows(ms: Metastore) -> dict[str, list]:

@@ -12,25 +12,10 @@ from acid_core.errors import CompactionStateError, MetastoreError
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema
 from acid_core.metastore.compactions import (ABORTED_BY_REQUEST, CompactionState, CompactionType, HistoryRetention)
-from acid_core.metastore.engine import Identity, ManualClock
 from acid_core.metastore.txns import Operation, TxnType
 
-ME = Identity(user="tester", host="testhost")
 MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR
 S = CompactionState
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def ms(metastore_url, clock, tmp_path):
-    metastore = Metastore(metastore_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"))
-    metastore.init()
-    yield metastore
-    metastore.close()
 
 
 def rows(ms: Metastore, table: sa.Table) -> list[dict]:

@@ -15,26 +15,13 @@ from acid_core.errors import (AcidError, MetastoreError, MetastoreUnavailableErr
                               NotTransactionalError, TxnAbortedError)
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema
-from acid_core.metastore.engine import Identity, ManualClock
+from acid_core.metastore.engine import Identity
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
 from pg_server import PostgresServer
 
 ME = Identity(user="tester", host="testhost")
 WAIT_SECONDS = 30
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def ms(metastore_url, clock, tmp_path):
-    metastore = Metastore(metastore_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"))
-    metastore.init()
-    yield metastore
-    metastore.close()
 
 
 def everything(ms: Metastore) -> dict[str, list]:

@@ -9,24 +9,11 @@ import sqlalchemy as sa
 
 from acid_core.errors import MetastoreError
 from acid_core.metastore import Metastore
-from acid_core.metastore.engine import Identity, ManualClock
+from acid_core.metastore.engine import Identity
 from acid_core.metastore.txns import Operation
 from acid_core.validity import LONG_MAX, ValidTxnList
 
 ME = Identity(user="tester", host="testhost")
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def ms(metastore_url, clock, tmp_path):
-    metastore = Metastore(metastore_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"))
-    metastore.init()
-    yield metastore
-    metastore.close()
 
 
 def write(ms: Metastore, txn_id: int, table: str = "t") -> int:

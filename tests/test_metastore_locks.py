@@ -8,11 +8,9 @@ import pytest
 
 from acid_core.errors import LockTimeoutError, MetastoreError, NoSuchLockError, NoSuchTxnError, TxnAbortedError
 from acid_core.metastore import Metastore
-from acid_core.metastore.engine import Identity, ManualClock
 from acid_core.metastore.locks import LOCK_ACQUIRED, LOCK_WAITING, LockComponent, LockType, compatible
 
 TIMEOUT_MS = 10_000
-ME = Identity(user="tester", host="testhost")
 R, W, X, E = LockType.SHARED_READ, LockType.SHARED_WRITE, LockType.EXCL_WRITE, LockType.EXCLUSIVE
 
 # Hive's lock matrix (TxnHandler's jumpTable / LockTypeComparator): may `requested` be granted beside `held`?
@@ -25,17 +23,8 @@ HIVE_MATRIX = {
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def ms(metastore_url, clock, tmp_path):
-    metastore = Metastore(metastore_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"),
-                          txn_timeout_ms=TIMEOUT_MS)
-    metastore.init()
-    yield metastore
-    metastore.close()
+def ms(make_ms):
+    return make_ms(txn_timeout_ms=TIMEOUT_MS)
 
 
 def table(lock_type: LockType, name: str = "t", database: str = "default") -> LockComponent:

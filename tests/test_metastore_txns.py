@@ -13,27 +13,17 @@ from acid_core.errors import (AcidError, MetastoreError, NoSuchTxnError, TxnAbor
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema
 from acid_core.metastore.compactions import CompactionType
-from acid_core.metastore.engine import Identity, ManualClock
+from acid_core.metastore.engine import ManualClock
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
 from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
 
 TIMEOUT_MS = 10_000
-ME = Identity(user="tester", host="testhost")
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def ms(metastore_url, clock, tmp_path):
-    metastore = Metastore(metastore_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"),
-                          txn_timeout_ms=TIMEOUT_MS, max_open_batch=50)
-    metastore.init()
-    yield metastore
-    metastore.close()
+def ms(make_ms):
+    return make_ms(txn_timeout_ms=TIMEOUT_MS, max_open_batch=50)
 
 
 def rows(ms: Metastore, table: sa.Table) -> list[dict]:
