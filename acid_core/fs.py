@@ -7,10 +7,13 @@ file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import tempfile
 import uuid
 from dataclasses import dataclass
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -170,6 +173,64 @@ class FileSystem:
             return self._fs.open_output_stream(path)
         except OSError as exc:
             raise _wrap("create", path, exc) from exc
+
+
+class LocalScratch:
+    """A local file to build a data file in before it is put in place (ORC tails are patched in place locally)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def size(self) -> int:
+        return os.path.getsize(self.path)
+
+    def read_tail(self, length: int) -> bytes:
+        with open(self.path, "rb") as handle:
+            handle.seek(max(0, self.size() - length))
+            return handle.read()
+
+    def replace_tail(self, cut: int, new_tail: bytes) -> None:
+        """Drop the last `cut` bytes and append `new_tail`."""
+        with open(self.path, "r+b") as handle:
+            handle.truncate(self.size() - cut)
+            handle.seek(0, os.SEEK_END)
+            handle.write(new_tail)
+
+
+@contextlib.contextmanager
+def local_scratch(fs: "FileSystem", destination: str) -> Iterator[LocalScratch]:
+    """A scratch file for `destination`: a hidden file beside it on a local filesystem (so putting it in place is a
+    rename), else a local temporary file that is copied up. Removed if not put in place."""
+    if isinstance(fs.arrow, pafs.LocalFileSystem):
+        parent, name = posixpath.split(destination)
+        fs.make_dirs(parent)
+        path = posixpath.join(parent, f".{name}.scratch-{uuid.uuid4().hex[:12]}")
+    else:
+        handle, path = tempfile.mkstemp(prefix="acid-", suffix=".orc")
+        os.close(handle)
+    try:
+        yield LocalScratch(path)
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def put_scratch(fs: "FileSystem", scratch: LocalScratch, destination: str) -> None:
+    """Move a finished scratch file to `destination` (which must not exist).
+
+    Raises:
+        FileSystemError: the destination exists or the copy fails.
+    """
+    if fs.exists(destination):
+        raise FileSystemError(f"cannot write {destination!r}: it already exists")
+    try:
+        if isinstance(fs.arrow, pafs.LocalFileSystem):
+            os.rename(scratch.path, destination)
+        else:
+            pafs.copy_files(scratch.path, destination, source_filesystem=pafs.LocalFileSystem(),
+                            destination_filesystem=fs.arrow)
+    except OSError as exc:
+        raise _wrap("write", destination, exc) from exc
 
 
 def ensure_inside(root: str, path: str) -> str:
