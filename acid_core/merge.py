@@ -23,7 +23,7 @@ from acid_core.orc_events import (CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS
                                   side_file_length)
 from acid_core.rowid import encode_bucket
 from acid_core.state import DirectoryState, get_acid_state
-from acid_core.validity import RangeResponse, ValidTxnList, ValidWriteIdList
+from acid_core.validity import ValidTxnList, ValidWriteIdList
 
 DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY = 10_000_000
 ROW_ID_COLUMN = "row__id"
@@ -96,7 +96,7 @@ def plan_read(fs: FileSystem, state: DirectoryState, write_ids: ValidWriteIdList
         paths = [(name, fs.join(state.location, name)) for name in state.original_files]
         inserts.extend(_original_sources(fs, paths, 0, 0))
     for delta in state.deltas:
-        check = write_ids.range_valid(delta.min_write_id, delta.max_write_id) is not RangeResponse.ALL
+        check = not write_ids.all_valid(delta.min_write_id, delta.max_write_id)
         files = _data_files(state, delta.name)
         if delta.is_delete:
             deletes.extend(DeleteSource(path, check) for _, path in files)

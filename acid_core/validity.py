@@ -98,6 +98,10 @@ class _IdList:
             return RangeResponse.NONE
         return RangeResponse.SOME
 
+    def all_valid(self, low: int, high: int) -> bool:
+        """Every id in low..high is valid, row by row (unlike the compactor's range_valid, aborted ids count)."""
+        return high <= self.high_watermark and bisect_right(self.exceptions, high) == bisect_left(self.exceptions, low)
+
     def is_aborted(self, id_: int) -> bool:
         """Known to be aborted."""
         return id_ in self._aborted

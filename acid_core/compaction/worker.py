@@ -1,0 +1,149 @@
+"""Hive's compaction worker protocol, independent of where the bucket tasks run (in-process, or on Spark).
+
+claim (initiated -> working) -> open the compactor transaction -> shared_read lock -> ValidCompactorWriteIdList
+(high watermark = lowest open write id - 1) -> directory state -> refuse if not enough to compact -> bucket tasks
+write hidden result directories -> rename them to their `_v<txn>` names -> ready for cleaning -> commit.
+The result is invisible to every reader until the commit (the `_v` suffix). A failure aborts the transaction, removes
+what was written and marks the entry failed; a killed attempt leaves only hidden or `_v<aborted>` directories, which
+the retry (or the cleaner) removes. Running a compaction that already finished changes nothing.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from acid_core.compaction.execute import BucketResult, run_bucket
+from acid_core.compaction.plan import CompactionPlan, build_plan, enough_to_compact, is_leftover_of
+from acid_core.errors import AcidError, CompactionStateError
+from acid_core.fs import FileSystem
+from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION
+from acid_core.metastore import Metastore
+from acid_core.metastore.compactions import CompactionInfo, CompactionState, CompactionType
+from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.metastore.txns import TxnType, full_table_name
+from acid_core.state import get_acid_state
+from acid_core.validity import ValidCompactorWriteIdList
+
+Runner = Callable[[CompactionPlan], Sequence[BucketResult]]
+REFUSED_MESSAGE = "None of the compaction thresholds met, compaction request is refused!"  # Hive's text
+
+
+def local_runner(plan: CompactionPlan) -> list[BucketResult]:
+    """Run every bucket task in this process, one after another."""
+    return [run_bucket(plan, work) for work in plan.buckets]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a run did: `compacted`, `refused`, `nothing to do` (already finished), with numbers for the log."""
+
+    compaction_id: int
+    result: str
+    message: str
+    inserts: int = 0
+    deletes: int = 0
+
+
+class CompactionWorker:
+    def __init__(self, metastore: Metastore, *, worker_id: str | None = None, runner: Runner = local_runner,
+                 lock_timeout_ms: int = 60_000) -> None:
+        self.metastore = metastore
+        self.worker_id = worker_id or f"{socket.gethostname()}-local"
+        self.runner = runner
+        self.lock_timeout_ms = lock_timeout_ms
+
+    def run(self, compaction_id: int) -> Outcome:
+        """Run one queued compaction to the end.
+
+        Raises:
+            AcidError: the compaction failed; it is marked failed (with this message) and nothing it wrote is visible.
+        """
+        queue = self.metastore.compactions
+        current = queue.get(compaction_id)
+        if current is None:
+            raise CompactionStateError(f"compaction {compaction_id} does not exist")
+        if current.state is not CompactionState.INITIATED:
+            if current.state in (CompactionState.READY_FOR_CLEANING, CompactionState.SUCCEEDED):
+                return Outcome(compaction_id, "nothing to do", f"compaction {compaction_id} already finished "
+                               f"({current.state.display}); nothing changed")
+            raise CompactionStateError(f"compaction {compaction_id} is {current.state.display}, not initiated: "
+                                       "only an initiated compaction can run")
+        info = queue.claim(worker_id=self.worker_id, compaction_id=compaction_id)
+        txn_id = None
+        try:
+            txn_id = self.metastore.txns.open_txn(txn_type=TxnType.COMPACTION, agent_info=f"compactor {self.worker_id}")
+            return self._compact(info, txn_id)
+        except BaseException as exc:
+            self._fail(info, txn_id, exc)
+            raise
+
+    def _compact(self, info: CompactionInfo, txn_id: int) -> Outcome:
+        store = self.metastore
+        table = store.catalog.require_transactional(info.database, info.table)
+        location = table.partition_location(info.partition)
+        store.locks.acquire([LockComponent(info.database, info.table, info.partition, LockType.SHARED_READ)],
+                            txn_id=txn_id, timeout_ms=self.lock_timeout_ms, agent_info=f"compaction {info.id}")
+        name = full_table_name(info.database, info.table)
+        snapshot = store.txns.snapshot([name], current_txn=txn_id)
+        write_ids = ValidCompactorWriteIdList.from_reader(snapshot.write_ids[name])
+        store.compactions.set_compactor_txn(info.id, txn_id, write_ids.high_watermark)
+        fs, location = FileSystem.resolve(location)
+        self._remove_leftovers(fs, location, info.id)
+        state = get_acid_state(location, write_ids=write_ids, txns=snapshot.txns, fs=fs)
+        if not enough_to_compact(state, info.type):
+            if state.obsolete or state.aborted:
+                store.compactions.mark_compacted(info.id)  # nothing to merge, but the cleaner has work
+                store.txns.commit(txn_id)
+                return Outcome(info.id, "compacted", "nothing to merge; obsolete or aborted directories left for the cleaner")
+            store.compactions.mark_refused(info.id, REFUSED_MESSAGE)
+            store.txns.commit(txn_id)
+            return Outcome(info.id, "refused", REFUSED_MESSAGE)
+        plan = build_plan(fs, state, compaction_id=info.id, kind=info.type, columns=table.columns, write_ids=write_ids,
+                          txn_id=txn_id, compression=(table.param("orc.compress") or "ZLIB").upper())
+        for final, temp in plan.outputs:
+            fs.make_dirs(fs.join(location, temp))
+        results = self.runner(plan)
+        for final, temp in plan.outputs:
+            fs.write_atomically(fs.join(location, temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
+        for final, temp in plan.outputs:
+            fs.rename(fs.join(location, temp), fs.join(location, final))
+        store.compactions.mark_compacted(info.id)
+        store.txns.commit(txn_id)
+        inserts, deletes = sum(r.inserts for r in results), sum(r.deletes for r in results)
+        kind = "major" if info.type is CompactionType.MAJOR else "minor"
+        return Outcome(info.id, "compacted", f"{kind} compaction {info.id} wrote {', '.join(n for n, _ in plan.outputs)}: "
+                       f"{inserts} insert and {deletes} delete events in {len(plan.buckets)} buckets", inserts, deletes)
+
+    @staticmethod
+    def _remove_leftovers(fs: FileSystem, location: str, compaction_id: int) -> None:
+        """Hidden result directories of an earlier, killed attempt of this compaction."""
+        if not fs.exists(location):
+            return
+        for entry in fs.list_dir(location):
+            if entry.is_dir and is_leftover_of(entry.name, compaction_id):
+                fs.delete_dir(entry.path)
+
+    def _fail(self, info: CompactionInfo, txn_id: int | None, error: BaseException) -> None:
+        """Abort the compactor transaction, remove this attempt's output, record the failure."""
+        store = self.metastore
+        if txn_id is not None:
+            try:
+                store.txns.abort(txn_id)
+            except AcidError:
+                pass
+        try:
+            table = store.catalog.get_table(info.database, info.table)
+            fs, location = FileSystem.resolve(table.partition_location(info.partition))
+            self._remove_leftovers(fs, location, info.id)
+            if txn_id is not None and fs.exists(location):
+                for entry in fs.list_dir(location):
+                    if entry.is_dir and entry.name.endswith(f"_v{txn_id:07d}"):
+                        fs.delete_dir(entry.path)  # renamed already, never visible: its transaction is aborted
+        except AcidError:
+            pass
+        try:
+            store.compactions.mark_failed(info.id, f"{type(error).__name__}: {error}")
+        except AcidError:
+            pass
