@@ -4,6 +4,7 @@
     acid read PATH [--write-ids STR] [--txns STR] [--row-id] [--columns a,b] [--format jsonl|table]
     acid metastore init [--metastore URL]
     acid sql "STATEMENT; ..." | -f FILE [--metastore URL] [--format table|jsonl]
+    acid compact run COMPACTION_ID [--metastore URL] [--master SPARK_MASTER]
 
 The metastore URL comes from --metastore, else ACID_METASTORE_URL, else a SQLite file under $ACID_HOME/warehouse.
 
@@ -57,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("-f", "--file", help="read the statements from a file")
     sql.add_argument("--metastore", help="SQLAlchemy URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
     sql.add_argument("--format", choices=("table", "jsonl"), default="table")
+
+    compact = commands.add_parser("compact", help="run queued compactions")
+    compact_commands = compact.add_subparsers(dest="compact_command", required=True)
+    run = compact_commands.add_parser("run", help="run one queued compaction through spark-submit and wait")
+    run.add_argument("compaction_id", type=int)
+    run.add_argument("--metastore", help="SQLAlchemy URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
+    run.add_argument("--master", help="Spark master (default: ACID_SPARK_MASTER or local[*])")
     return parser
 
 
@@ -118,9 +126,15 @@ def _sql(args: argparse.Namespace) -> int:
     return run_script(text, metastore_url=args.metastore, output_format=args.format, out=sys.stdout)
 
 
+def _compact(args: argparse.Namespace) -> int:
+    from acid_cli.compact import run
+
+    return run(args.compaction_id, metastore=args.metastore, master=args.master)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"inspect": _inspect, "read": _read, "metastore": _metastore, "sql": _sql}
+    handlers = {"inspect": _inspect, "read": _read, "metastore": _metastore, "sql": _sql, "compact": _compact}
     try:
         return handlers[args.command](args)
     except UsageError as exc:

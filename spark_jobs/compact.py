@@ -1,0 +1,61 @@
+"""spark-submit entry point of a compaction: `spark-submit spark_jobs/compact.py --compaction-id N [--metastore URL]`.
+
+The driver follows Hive's worker protocol (acid_core.compaction.worker); the bucket tasks run on the executors, one
+Spark task per bucket, each merging its files with acid_core's rules. Exit status 0 when the compaction finished (or
+had already finished, or was refused for lack of work), 1 when it failed (the error is printed and recorded in the
+compaction queue), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from acid_core.compaction.execute import run_bucket
+from acid_core.compaction.plan import CompactionPlan
+from acid_core.compaction.worker import CompactionWorker
+from acid_core.errors import AcidError
+from acid_core.metastore import Metastore
+
+
+class SparkRunner:
+    """Runs the bucket tasks of a plan as one Spark job (one partition per bucket)."""
+
+    def __init__(self, spark) -> None:
+        self.spark = spark
+
+    def __call__(self, plan: CompactionPlan):
+        if not plan.buckets:
+            return []
+        context = self.spark.sparkContext
+        context.setJobDescription(f"compaction {plan.compaction_id} ({plan.kind.display}) of {plan.location}")
+        works = context.parallelize(list(plan.buckets), len(plan.buckets))
+        return works.map(lambda work: run_bucket(plan, work)).collect()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="compact.py", description=__doc__)
+    parser.add_argument("--compaction-id", type=int, required=True)
+    parser.add_argument("--metastore", help="metastore URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
+    parser.add_argument("--worker-id", help="recorded as the compaction's worker (default: <host>-spark-<app id>)")
+    args = parser.parse_args(argv)
+
+    from spark_jobs.session import build_session
+
+    spark = build_session(f"acid-compaction-{args.compaction_id}")
+    metastore = Metastore(args.metastore)
+    try:
+        worker_id = args.worker_id or f"{metastore.db.identity.host}-spark-{spark.sparkContext.applicationId}"
+        outcome = CompactionWorker(metastore, worker_id=worker_id, runner=SparkRunner(spark)).run(args.compaction_id)
+        print(f"compaction {outcome.compaction_id}: {outcome.result}: {outcome.message}")
+        return 0
+    except AcidError as exc:
+        print(f"compaction {args.compaction_id} failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        metastore.close()
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
