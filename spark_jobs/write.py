@@ -1,0 +1,418 @@
+"""Writing ACID tables from PySpark: insert, delete, update (split-update) and merge, each in one transaction.
+
+Every call opens a transaction, takes a shared_write lock, allocates the table's write id, lets Spark tasks write
+event files (acid_core's columnar writer: Hive's event schema and user metadata) into hidden staging directories,
+renames them to `delta_w_w_s` / `delete_delta_w_w_s`, records the partitions written (TXN_COMPONENTS: insert,
+update or delete, which drives first-committer-wins) and commits. Any failure aborts the transaction and removes
+what was written: nothing visible is left. Unbucketed tables get one file per Spark task (`bucket_<task>`, the task
+being the writer id, as Hive's parallel writers); bucketed tables one file per bucket (Hive's hash).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
+
+from acid_core.bucketing import bucket_function
+from acid_core.errors import AcidError
+from acid_core.fs import FileSystem
+from acid_core.layout import bucket_file_name, delta_dir_name, parse_partition_dir_name, partition_dir_name
+from acid_core.metastore import Metastore
+from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.metastore.txns import Operation
+from acid_core.orc_columnar import event_table, null_rows, write_event_table
+from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION
+from acid_core.rowid import decode_bucket_ids, encode_bucket
+
+PART, BUCKET, OWID, BPROP, ROWID = "__acid_part", "__acid_bucket", "__acid_owid", "__acid_bprop", "__acid_rowid"
+_RESULT = StructType([StructField("part", StringType()), StructField("staging", StringType()),
+                      StructField("rows", LongType())])
+_MAX_WRITERS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSummary:
+    """What one write did."""
+
+    txn_id: int
+    write_id: int
+    inserted: int
+    deleted: int
+    partitions: tuple[str, ...]
+
+
+def spark_schema(table: TableInfo) -> StructType:
+    """The table's columns as a Spark schema (Hive type strings parsed by Spark)."""
+    return StructType([StructField(c.name, _parse_datatype_string(c.type)) for c in table.columns])
+
+
+@dataclass(frozen=True, slots=True)
+class _FileTask:
+    """What a Spark task needs to write event files (picklable)."""
+
+    location: str
+    columns: tuple[str, ...]
+    row_type: pa.StructType
+    partition_keys: tuple[str, ...]
+    write_id: int
+    statement_id: int
+    staging: str
+    compression: str
+    bucketed: bool
+
+
+def _part_names(batch: pa.RecordBatch, keys: tuple[str, ...]) -> list[str]:
+    if not keys:
+        return [""] * batch.num_rows
+    values = [batch.column(batch.schema.get_field_index(k)).to_pylist() for k in keys]
+    return [partition_dir_name({k: None if v is None else str(v) for k, v in zip(keys, row)}) for row in zip(*values)]
+
+
+def _groups(parts: list[str], buckets: np.ndarray) -> dict[tuple[str, int], np.ndarray]:
+    groups: dict[tuple[str, int], list[int]] = {}
+    for index, key in enumerate(zip(parts, buckets.tolist())):
+        groups.setdefault(key, []).append(index)
+    return {key: np.asarray(rows) for key, rows in groups.items()}
+
+
+def _destination(task: _FileTask, part: str, bucket: int) -> tuple[str, str]:
+    fs, location = FileSystem.resolve(task.location)
+    directory = fs.join(location, part) if part else location
+    return directory, fs.join(directory, task.staging, bucket_file_name(bucket))
+
+
+def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Spark task: insert events for the rows of this task, one file per (partition, bucket or writer id)."""
+    from pyspark import TaskContext
+
+    writer_id = TaskContext.get().partitionId()
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    results = []
+    if table is not None and table.num_rows:
+        batch = table.combine_chunks().to_batches()[0]
+        parts = _part_names(batch, task.partition_keys)
+        buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy() if task.bucketed \
+            else np.full(batch.num_rows, writer_id)
+        fs, _ = FileSystem.resolve(task.location)
+        for (part, bucket), rows in sorted(_groups(parts, buckets).items()):
+            chosen = batch.take(pa.array(rows))
+            data = pa.StructArray.from_arrays(
+                [chosen.column(chosen.schema.get_field_index(n)).cast(task.row_type.field(i).type)
+                 for i, n in enumerate(task.columns)], fields=list(task.row_type))
+            count = len(rows)
+            events = event_table(INSERT_OPERATION, np.full(count, task.write_id),
+                                 np.full(count, encode_bucket(int(bucket), task.statement_id)), np.arange(count),
+                                 np.full(count, task.write_id), data)
+            directory, path = _destination(task, part, int(bucket))
+            write_event_table(fs, path, events, compression=task.compression)
+            results.append((part, fs.join(directory, task.staging), count))
+    yield pa.RecordBatch.from_pylist([{"part": p, "staging": s, "rows": n} for p, s, n in results],
+                                     schema=pa.schema([("part", pa.string()), ("staging", pa.string()),
+                                                       ("rows", pa.int64())]))
+
+
+def _write_deletes(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Spark task: delete events (sorted by key) for the ROW__IDs of this task, one file per (partition, bucket)."""
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    results = []
+    if table is not None and table.num_rows:
+        batch = table.combine_chunks().to_batches()[0]
+        parts = batch.column(batch.schema.get_field_index(PART)).to_pylist()
+        buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy()
+        fs, _ = FileSystem.resolve(task.location)
+        for (part, bucket), rows in sorted(_groups(parts, buckets).items()):
+            chosen = batch.take(pa.array(rows))
+            owid, bprop, rowid = (chosen.column(chosen.schema.get_field_index(n)).to_numpy() for n in (OWID, BPROP, ROWID))
+            order = np.lexsort((rowid, bprop, owid))
+            count = len(rows)
+            events = event_table(DELETE_OPERATION, owid[order], bprop[order], rowid[order],
+                                 np.full(count, task.write_id), null_rows(task.row_type, count))
+            directory, path = _destination(task, part, int(bucket))
+            write_event_table(fs, path, events, compression=task.compression)
+            results.append((part, fs.join(directory, task.staging), count))
+    yield pa.RecordBatch.from_pylist([{"part": p, "staging": s, "rows": n} for p, s, n in results],
+                                     schema=pa.schema([("part", pa.string()), ("staging", pa.string()),
+                                                       ("rows", pa.int64())]))
+
+
+class _Write:
+    """One transaction writing one table: open, lock, write id; commit or abort-and-remove."""
+
+    def __init__(self, metastore: Metastore, database: str, table: str, agent: str) -> None:
+        self.metastore = metastore
+        self.table = metastore.catalog.require_transactional(database, table)
+        self.txn_id = metastore.txns.open_txn(agent_info=agent)
+        self.staged: list[tuple[str, str]] = []  # (staging dir, final dir)
+        self.published: list[str] = []
+        try:
+            self.write_id = metastore.txns.allocate_write_ids([self.txn_id], self.table.database, self.table.name)[self.txn_id]
+            metastore.locks.acquire([LockComponent(self.table.database, self.table.name, None, LockType.SHARED_WRITE)],
+                                    txn_id=self.txn_id, agent_info=agent)
+        except BaseException:
+            self.abort()
+            raise
+
+    def task(self, statement_id: int, final: str, *, bucketed: bool = False) -> _FileTask:
+        schema = spark_schema(self.table)
+        row_type = pa.struct([pa.field(f.name, to_arrow_type(f.dataType)) for f in schema.fields])
+        return _FileTask(self.table.location, tuple(c.name for c in self.table.columns), row_type,
+                         tuple(k.name for k in self.table.partition_keys), self.write_id, statement_id,
+                         f".{final}.tmp-t{self.txn_id}", (self.table.param("orc.compress") or "ZLIB").upper(), bucketed)
+
+    def run(self, frame: DataFrame, task: _FileTask, writer) -> list[tuple[str, str, int]]:
+        rows = frame.mapInArrow(lambda batches: writer(task, batches), _RESULT).collect()
+        results = [(r["part"], r["staging"], r["rows"]) for r in rows]
+        final = task.staging[1:].rsplit(".tmp-t", 1)[0]
+        fs, _ = FileSystem.resolve(self.table.location)
+        for _, staging, _ in results:
+            pair = (staging, fs.join(staging.rsplit("/", 1)[0], final))
+            if pair not in self.staged:
+                self.staged.append(pair)
+        return results
+
+    def finish(self, operations: Mapping[str, Operation]) -> None:
+        """Publish staged directories, record the partitions written, commit."""
+        store = self.metastore
+        fs, _ = FileSystem.resolve(self.table.location)
+        for staging, final in self.staged:
+            fs.write_atomically(fs.join(staging, "_orc_acid_version"), b"2")
+            fs.rename(staging, final)
+            self.published.append(final)
+        for part, operation in operations.items():
+            partition = part or None
+            if partition is not None:
+                store.catalog.add_partition(self.table.database, self.table.name, parse_partition_dir_name(partition))
+            store.txns.add_components(self.txn_id, self.table.database, self.table.name, [partition], operation)
+        store.txns.commit(self.txn_id)
+
+    def abort(self) -> None:
+        fs, _ = FileSystem.resolve(self.table.location)
+        for staging, final in self.staged:
+            fs.delete_dir(staging)
+        for final in self.published:
+            fs.delete_dir(final)
+        try:
+            self.metastore.txns.abort(self.txn_id)
+        except AcidError:
+            pass
+
+
+def _with_bucket(frame: DataFrame, table: TableInfo) -> DataFrame:
+    """Add Hive's bucket number of every row (Python, acid_core.bucketing) for a bucketed table."""
+    place = bucket_function(table.columns, table.bucket_columns, table.num_buckets, version=table.bucketing_version)
+    names = [c.name for c in table.columns]
+    schema = StructType(frame.schema.fields + [StructField(BUCKET, LongType())])
+
+    def add(batches):
+        for batch in batches:
+            columns = [batch.column(batch.schema.get_field_index(n)).to_pylist() for n in names]
+            buckets = [place(row) for row in zip(*columns)]
+            yield batch.append_column(BUCKET, pa.array(buckets, pa.int64()))
+
+    return frame.mapInArrow(add, schema)
+
+
+def _prepare_rows(frame: DataFrame, table: TableInfo, partition: Mapping[str, object] | None) -> DataFrame:
+    """Source rows as the table's columns (cast by position-independent name) plus partition columns."""
+    schema = spark_schema(table)
+    keys = [k.name for k in table.partition_keys]
+    given = {k.lower(): v for k, v in (partition or {}).items()}
+    missing = [c.name for c in table.columns if c.name not in frame.columns]
+    if missing:
+        raise AcidError(f"insert into {table.full_name}: the DataFrame lacks columns {missing}")
+    selected = [F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields]
+    for key in keys:
+        if key in given:
+            selected.append(F.lit(str(given[key])).alias(key))
+        elif key in frame.columns:
+            selected.append(F.col(key).cast("string").alias(key))
+        else:
+            raise AcidError(f"insert into {table.full_name}: partition key {key!r} is neither in the partition spec "
+                            "nor a DataFrame column")
+    unknown = set(given) - set(keys)
+    if unknown:
+        raise AcidError(f"insert into {table.full_name}: {sorted(unknown)} are not partition keys ({keys})")
+    return frame.select(*selected)
+
+
+def _insert_frame(write: _Write, frame: DataFrame, statement_id: int) -> list[tuple[str, str, int]]:
+    table = write.table
+    final = delta_dir_name(write.write_id, write.write_id, statement_id=statement_id)
+    if table.num_buckets > 0:
+        keys = [k.name for k in table.partition_keys]
+        frame = _with_bucket(frame, table).repartition(*([F.col(k) for k in keys] + [F.col(BUCKET)]))
+        return write.run(frame, write.task(statement_id, final, bucketed=True), _write_inserts)
+    if frame.rdd.getNumPartitions() > _MAX_WRITERS:
+        frame = frame.coalesce(_MAX_WRITERS)  # writer ids are 12 bits in BucketCodec V1
+    return write.run(frame, write.task(statement_id, final), _write_inserts)
+
+
+def insert(metastore: Metastore, database: str, table: str, frame: DataFrame, *,
+           partition: Mapping[str, object] | None = None) -> WriteSummary:
+    """Append the DataFrame's rows (columns matched by name; partition values from `partition` or from columns)."""
+    write = _Write(metastore, database, table, "spark insert")
+    try:
+        results = _insert_frame(write, _prepare_rows(frame, write.table, partition), 0)
+        write.finish({part: Operation.INSERT for part, _, _ in results})
+    except BaseException:
+        write.abort()
+        raise
+    return WriteSummary(write.txn_id, write.write_id, sum(r[2] for r in results), 0,
+                        tuple(sorted({p for p, _, _ in results})))
+
+
+def _delete_frame(write: _Write, matched: DataFrame, statement_id: int) -> list[tuple[str, str, int]]:
+    """Delete events for the `row__id`s of `matched` (a snapshot DataFrame with row__id and partition columns)."""
+    keys = tuple(k.name for k in write.table.partition_keys)
+    ids = matched.select(*[F.col(k).cast("string").alias(k) for k in keys], F.col("row__id.writeid").alias(OWID),
+                         F.col("row__id.bucketid").alias(BPROP), F.col("row__id.rowid").alias(ROWID))
+
+    def add_part_and_bucket(batches):
+        for batch in batches:
+            bprop = batch.column(batch.schema.get_field_index(BPROP)).to_numpy()
+            batch = batch.append_column(PART, pa.array(_part_names(batch, keys), pa.string()))
+            yield batch.append_column(BUCKET, pa.array(decode_bucket_ids(bprop).astype(np.int64)))
+
+    schema = StructType(ids.schema.fields + [StructField(PART, StringType()), StructField(BUCKET, LongType())])
+    ids = ids.mapInArrow(add_part_and_bucket, schema).repartition(F.col(PART), F.col(BUCKET))
+    final = delta_dir_name(write.write_id, write.write_id, statement_id=statement_id, delete=True)
+    return write.run(ids, write.task(statement_id, final), _write_deletes)
+
+
+def delete(spark, metastore: Metastore, database: str, table: str, condition: str) -> WriteSummary:
+    """DELETE FROM table WHERE condition (a Spark SQL boolean expression over the table's columns)."""
+    from spark_jobs.read import read_table
+
+    write = _Write(metastore, database, table, "spark delete")
+    try:
+        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id)
+        results = _delete_frame(write, snapshot.filter(F.expr(condition)), 0)
+        write.finish({part: Operation.DELETE for part, _, _ in results})
+    except BaseException:
+        write.abort()
+        raise
+    return WriteSummary(write.txn_id, write.write_id, 0, sum(r[2] for r in results),
+                        tuple(sorted({p for p, _, _ in results})))
+
+
+def update(spark, metastore: Metastore, database: str, table: str, condition: str,
+           assignments: Mapping[str, str]) -> WriteSummary:
+    """UPDATE table SET column = expression, ... WHERE condition, as Hive's split-update (delete + insert, one statement)."""
+    from spark_jobs.read import read_table
+
+    write = _Write(metastore, database, table, "spark update")
+    try:
+        info = write.table
+        keys = [k.name for k in info.partition_keys]
+        forbidden = set(assignments) & (set(keys) | set(info.bucket_columns))
+        if forbidden:
+            raise AcidError(f"update of {info.full_name}: partition and bucketing columns {sorted(forbidden)} "
+                            "cannot be updated (Hive refuses it too)")
+        unknown = set(assignments) - {c.name for c in info.columns}
+        if unknown:
+            raise AcidError(f"update of {info.full_name}: {sorted(unknown)} are not columns")
+        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id)
+        matched = snapshot.filter(F.expr(condition)).cache()
+        deleted = _delete_frame(write, matched, 0)
+        new_rows = matched.select(*[F.expr(assignments[c.name]).alias(c.name) if c.name in assignments
+                                    else F.col(c.name) for c in info.columns], *[F.col(k) for k in keys])
+        inserted = _insert_frame(write, _prepare_rows(new_rows, info, None), 0)
+        matched.unpersist()
+        write.finish({part: Operation.UPDATE for part, _, _ in deleted + inserted})
+    except BaseException:
+        write.abort()
+        raise
+    return WriteSummary(write.txn_id, write.write_id, sum(r[2] for r in inserted), sum(r[2] for r in deleted),
+                        tuple(sorted({p for p, _, _ in deleted + inserted})))
+
+
+def _strongest(operations: dict[str, Operation], part: str, operation: Operation) -> None:
+    """Record the operation on a partition; update/delete win over insert (they drive write-write conflicts)."""
+    current = operations.get(part)
+    if current is None or current is operation:
+        operations[part] = operation
+    elif operation is not Operation.INSERT:
+        operations[part] = operation if current is Operation.INSERT else Operation.UPDATE
+
+
+def merge(spark, metastore: Metastore, database: str, table: str, source: DataFrame, on: str, *,
+          target_alias: str = "t", source_alias: str = "s", matched_update: Mapping[str, str] | None = None,
+          matched_update_condition: str | None = None, matched_delete: bool = False,
+          matched_delete_condition: str | None = None, not_matched_insert: Mapping[str, str] | None = None,
+          not_matched_condition: str | None = None) -> WriteSummary:
+    """MERGE INTO table t USING source s ON condition WHEN MATCHED [AND ...] THEN UPDATE SET ... / DELETE,
+    WHEN NOT MATCHED [AND ...] THEN INSERT: one transaction, one statement id per WHEN clause (in that order), and
+    Hive's cardinality check (a target row matched by two source rows is an error)."""
+    from spark_jobs.read import read_table
+
+    if not (matched_update or matched_delete or not_matched_insert):
+        raise AcidError("merge needs at least one WHEN clause")
+    write = _Write(metastore, database, table, "spark merge")
+    try:
+        info = write.table
+        keys = [k.name for k in info.partition_keys]
+        if matched_update and set(matched_update) & (set(keys) | set(info.bucket_columns)):
+            raise AcidError(f"merge into {info.full_name}: partition and bucketing columns cannot be updated")
+        target = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id) \
+            .withColumn("__acid_target", F.lit(True)).alias(target_alias)
+        src = source.withColumn("__acid_source", F.lit(True)).alias(source_alias)
+        joined = target.join(src, F.expr(on), "full_outer" if not_matched_insert else "inner").cache()
+        matched = joined.filter(F.col("__acid_target").isNotNull() & F.col("__acid_source").isNotNull())
+        twice = matched.groupBy(F.col(f"{target_alias}.row__id")).count().filter("count > 1").limit(1).collect()
+        if twice:
+            raise AcidError(f"merge into {info.full_name}: the same target row ({twice[0][0]}) is matched by more "
+                            "than one source row (Hive's cardinality check)")
+        operations: dict[str, Operation] = {}
+        inserted = deleted = 0
+        statement = 0
+        update_condition = F.expr(matched_update_condition) if matched_update_condition else F.lit(True)
+        if matched_update:
+            rows = matched.filter(update_condition).select(
+                F.col(f"{target_alias}.row__id").alias("row__id"),
+                *[F.expr(matched_update[c.name]).alias(c.name) if c.name in matched_update
+                  else F.col(f"{target_alias}.{c.name}").alias(c.name) for c in info.columns],
+                *[F.col(f"{target_alias}.{k}").alias(k) for k in keys]).cache()
+            for part, _, count in _delete_frame(write, rows, statement):
+                deleted += count
+                _strongest(operations, part, Operation.UPDATE)
+            for part, _, count in _insert_frame(write, _prepare_rows(rows.drop("row__id"), info, None), statement):
+                inserted += count
+                _strongest(operations, part, Operation.UPDATE)
+            statement += 1
+        if matched_delete:
+            condition = F.expr(matched_delete_condition) if matched_delete_condition else F.lit(True)
+            if matched_update:
+                condition = condition & ~update_condition  # the first matching WHEN clause wins
+            rows = matched.filter(condition).select(F.col(f"{target_alias}.row__id").alias("row__id"),
+                                                    *[F.col(f"{target_alias}.{k}").alias(k) for k in keys])
+            for part, _, count in _delete_frame(write, rows, statement):
+                deleted += count
+                _strongest(operations, part, Operation.DELETE)
+            statement += 1
+        if not_matched_insert:
+            unknown = set(not_matched_insert) - {c.name for c in info.columns} - set(keys)
+            if unknown:
+                raise AcidError(f"merge into {info.full_name}: {sorted(unknown)} are not columns")
+            condition = F.expr(not_matched_condition) if not_matched_condition else F.lit(True)
+            rows = joined.filter(F.col("__acid_target").isNull() & condition).select(
+                *[F.expr(not_matched_insert[c]).alias(c) if c in not_matched_insert else F.lit(None).alias(c)
+                  for c in [c.name for c in info.columns] + keys])
+            for part, _, count in _insert_frame(write, _prepare_rows(rows, info, None), statement):
+                inserted += count
+                _strongest(operations, part, Operation.INSERT)
+        joined.unpersist()
+        write.finish(operations)
+    except BaseException:
+        write.abort()
+        raise
+    return WriteSummary(write.txn_id, write.write_id, inserted, deleted, tuple(sorted(operations)))

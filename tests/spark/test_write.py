@@ -1,0 +1,143 @@
+"""Writing ACID tables from PySpark: insert, delete, update and merge, compared row by row with a plain model."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from pyspark.sql import functions as F
+
+from acid_core.errors import AcidError
+from acid_core.merge import read_snapshot
+from acid_core.metastore import Metastore
+from spark_jobs import write
+
+pytestmark = pytest.mark.spark
+
+COLUMNS = [("id", "int"), ("name", "string"), ("amount", "decimal(10,2)")]
+
+
+@pytest.fixture
+def store(tmp_path):
+    metastore = Metastore(f"sqlite:///{tmp_path}/metastore.db", warehouse=str(tmp_path / "warehouse"))
+    metastore.init()
+    metastore.catalog.create_table("default", "plain", COLUMNS, params={"transactional": "true"})
+    metastore.catalog.create_table("default", "parts", COLUMNS, partition_keys=[("ds", "string")],
+                                   params={"transactional": "true"})
+    metastore.catalog.create_table("default", "buckets", COLUMNS, bucket_columns=["id"], num_buckets=2,
+                                   params={"transactional": "true"})
+    yield metastore
+    metastore.close()
+
+
+def visible(store: Metastore, table: str) -> dict[int, tuple]:
+    """id -> (name, amount[, ds]) as acid_core reads every partition under a fresh snapshot."""
+    info = store.catalog.get_table("default", table)
+    snapshot = store.txns.snapshot([info.full_name])
+    locations = [(p.location, p.spec.get("ds")) for p in store.catalog.list_partitions("default", table)] \
+        if info.partition_keys else [(info.location, None)]
+    rows = {}
+    for location, ds in locations:
+        if not os.path.isdir(location):
+            continue
+        for row in read_snapshot(location, write_ids=snapshot.write_ids[info.full_name], txns=snapshot.txns).to_pylist():
+            assert row["id"] not in rows, f"id {row['id']} visible twice"
+            rows[row["id"]] = (row["name"], float(row["amount"])) + ((ds,) if ds else ())
+    return rows
+
+
+def frame(spark, rows, with_ds=False):
+    schema = "id int, name string, amount decimal(10,2)" + (", ds string" if with_ds else "")
+    return spark.createDataFrame(rows, schema)
+
+
+def test_insert_delete_update_on_an_unpartitioned_table(spark, store):
+    from decimal import Decimal as D
+
+    model = {i: (f"n{i}", float(i)) for i in range(20)}
+    summary = write.insert(store, "default", "plain", frame(spark, [(i, f"n{i}", D(i)) for i in range(20)]).repartition(3))
+    assert summary.inserted == 20 and summary.deleted == 0
+    location = store.catalog.get_table("default", "plain").location
+    delta = f"delta_{summary.write_id:07d}_{summary.write_id:07d}_0000"
+    assert delta in os.listdir(location)
+    assert len([f for f in os.listdir(f"{location}/{delta}") if f.startswith("bucket_")]) >= 2  # one per writer
+    assert visible(store, "plain") == model
+
+    summary = write.delete(spark, store, "default", "plain", "id % 5 = 0")
+    for i in range(0, 20, 5):
+        del model[i]
+    assert summary.deleted == 4 and visible(store, "plain") == model
+
+    summary = write.update(spark, store, "default", "plain", "id > 15", {"name": "concat(name, '!')", "amount": "amount * 2"})
+    for i in (16, 17, 18, 19):
+        model[i] = (f"n{i}!", i * 2.0)
+    assert summary.deleted == 4 and summary.inserted == 4 and visible(store, "plain") == model
+    assert f"delete_delta_{summary.write_id:07d}_{summary.write_id:07d}_0000" in os.listdir(location)
+
+
+def test_partitioned_and_bucketed_tables(spark, store):
+    from decimal import Decimal as D
+
+    rows = [(i, f"n{i}", D(i), "a" if i % 2 else "b") for i in range(10)]
+    write.insert(store, "default", "parts", frame(spark, rows, with_ds=True))
+    assert sorted(p.name for p in store.catalog.list_partitions("default", "parts")) == ["ds=a", "ds=b"]
+    write.insert(store, "default", "parts", frame(spark, [(100, "x", D(1))]), partition={"ds": "c"})
+    write.update(spark, store, "default", "parts", "ds = 'a' AND id < 5", {"name": "'upd'"})
+    expected = {i: (f"n{i}", float(i), "a" if i % 2 else "b") for i in range(10)}
+    expected.update({1: ("upd", 1.0, "a"), 3: ("upd", 3.0, "a"), 100: ("x", 1.0, "c")})
+    assert visible(store, "parts") == expected
+
+    write.insert(store, "default", "buckets", frame(spark, [(i, "b", D(i)) for i in range(30)]).repartition(4))
+    location = store.catalog.get_table("default", "buckets").location
+    (delta,) = [d for d in os.listdir(location) if d.startswith("delta_")]
+    assert sorted(os.listdir(f"{location}/{delta}")) == ["_orc_acid_version", "bucket_00000", "bucket_00001"]
+    write.delete(spark, store, "default", "buckets", "id < 10")
+    assert sorted(visible(store, "buckets")) == list(range(10, 30))
+
+
+def test_merge_update_delete_insert(spark, store):
+    from decimal import Decimal as D
+
+    write.insert(store, "default", "plain", frame(spark, [(i, f"n{i}", D(i)) for i in range(10)]))
+    source = frame(spark, [(1, "one", D(100)), (2, "gone", D(0)), (50, "new", D(5))])
+    summary = write.merge(spark, store, "default", "plain", source, "t.id = s.id",
+                          matched_update={"name": "s.name", "amount": "s.amount"},
+                          matched_update_condition="s.name <> 'gone'", matched_delete=True,
+                          not_matched_insert={"id": "s.id", "name": "s.name", "amount": "s.amount"})
+    expected = {i: (f"n{i}", float(i)) for i in range(10)}
+    expected[1] = ("one", 100.0)
+    del expected[2]
+    expected[50] = ("new", 5.0)
+    assert visible(store, "plain") == expected
+    location = store.catalog.get_table("default", "plain").location
+    w = summary.write_id
+    names = set(os.listdir(location))
+    assert {f"delete_delta_{w:07d}_{w:07d}_0000", f"delta_{w:07d}_{w:07d}_0000",
+            f"delete_delta_{w:07d}_{w:07d}_0001", f"delta_{w:07d}_{w:07d}_0002"} <= names
+
+
+def test_merge_cardinality_violation_changes_nothing(spark, store):
+    from decimal import Decimal as D
+
+    write.insert(store, "default", "plain", frame(spark, [(1, "a", D(1))]))
+    before = (visible(store, "plain"), sorted(os.listdir(store.catalog.get_table("default", "plain").location)))
+    source = frame(spark, [(1, "x", D(1)), (1, "y", D(2))])
+    with pytest.raises(AcidError, match="more than one source row"):
+        write.merge(spark, store, "default", "plain", source, "t.id = s.id", matched_update={"name": "s.name"})
+    assert (visible(store, "plain"), sorted(os.listdir(store.catalog.get_table("default", "plain").location))) == before
+    assert [t.state for t in store.txns.show_transactions()] == ["a"]
+
+
+def test_failed_job_aborts_and_leaves_no_files(spark, store):
+    from decimal import Decimal as D
+
+    write.insert(store, "default", "plain", frame(spark, [(1, "a", D(1))]))
+    location = store.catalog.get_table("default", "plain").location
+    before = sorted(os.listdir(location))
+    bad = frame(spark, [(2, "b", D(2))]).withColumn("name", F.expr("raise_error('boom')"))
+    with pytest.raises(Exception, match="boom"):
+        write.insert(store, "default", "plain", bad)
+    assert sorted(os.listdir(location)) == before
+    assert visible(store, "plain") == {1: ("a", 1.0)}
+    with pytest.raises(AcidError, match="partition and bucketing columns"):
+        write.update(spark, store, "default", "parts", "true", {"ds": "'x'"})
