@@ -189,6 +189,10 @@ class LocalScratch:
             handle.seek(max(0, self.size() - length))
             return handle.read()
 
+    def open_for_writing(self):
+        """A binary file object on the scratch file (for writers that stream rows)."""
+        return open(self.path, "wb")
+
     def replace_tail(self, cut: int, new_tail: bytes) -> None:
         """Drop the last `cut` bytes and append `new_tail`."""
         with open(self.path, "r+b") as handle:

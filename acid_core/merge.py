@@ -120,19 +120,47 @@ def _delta_insert_sources(fs: FileSystem, delta: ParsedDelta, files: list[tuple[
     return sources
 
 
+def _delete_event_count(delete_files: Sequence[EventFile]) -> int:
+    """Delete events in the files by their `hive.acid.stats` (row count when absent): what picks the delete path."""
+    return sum(f.stats.deletes if f.stats is not None else f.num_rows for f in delete_files)
+
+
+def uses_sort_merge(fs: FileSystem, deletes: Sequence[DeleteSource], *,
+                    max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> bool:
+    """Whether a read streams its delete events in a sort-merge: more of them than fit the in-memory bound.
+
+    Hive's VectorizedOrcAcidRowBatchReader falls back to its SortMergedDeleteEventRegistry the same way. Only file
+    footers are read; a distributed reader decides once on its driver and hands the answer to every task.
+    """
+    return _delete_event_count([EventFile(fs, source.path) for source in deletes]) > max_delete_events_in_memory
+
+
+def read_units(fs: FileSystem, plan: ReadPlan, *, sort_merge: bool) -> list[tuple[InsertSource, int | None]]:
+    """Independent pieces of work, `(insert source, stripe or None)`: one per stripe of a multi-stripe file when the
+    deletes are held in memory, else one per file (the sort-merge walks a file's stripes in order)."""
+    units: list[tuple[InsertSource, int | None]] = []
+    for source in plan.inserts:
+        if not sort_merge and source.synthetic is None and source.length is None:
+            stripes = EventFile(fs, source.path).num_stripes
+            if stripes > 1:
+                units.extend((source, stripe) for stripe in range(stripes))
+                continue
+        units.append((source, None))
+    return units
+
+
 class _SnapshotReader:
     """Reads the insert sources of a plan and applies validity and delete filtering to each."""
 
     def __init__(self, fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, with_keys: bool,
-                 max_delete_events_in_memory: int) -> None:
+                 max_delete_events_in_memory: int, sort_merge: bool | None = None) -> None:
+        """`sort_merge` imposes a delete path decided elsewhere (see `uses_sort_merge`); None decides here."""
         self.fs, self.plan, self.write_ids = fs, plan, write_ids
         self.registry: DeleteRegistry | None = None
-        self.streaming = False
         self.delete_files = [EventFile(fs, source.path) for source in plan.deletes]
-        total = sum(f.stats.deletes if f.stats is not None else f.num_rows for f in self.delete_files)
-        if total > max_delete_events_in_memory:
-            self.streaming = True
-        elif total:
+        total = _delete_event_count(self.delete_files)
+        self.streaming = total > max_delete_events_in_memory if sort_merge is None else sort_merge
+        if total and not self.streaming:
             parts = [read_delete_keys(f, write_ids, check_validity=s.check_validity)
                      for f, s in zip(self.delete_files, plan.deletes)]
             self.registry = DeleteRegistry(KeyArrays.concat(parts))
@@ -141,15 +169,7 @@ class _SnapshotReader:
 
     def units(self) -> list[tuple[InsertSource, int | None]]:
         """Independent pieces of work: one per stripe of a multi-stripe file (in-memory deletes), else one per file."""
-        units: list[tuple[InsertSource, int | None]] = []
-        for source in self.plan.inserts:
-            if not self.streaming and source.synthetic is None and source.length is None:
-                stripes = EventFile(self.fs, source.path).num_stripes
-                if stripes > 1:
-                    units.extend((source, stripe) for stripe in range(stripes))
-                    continue
-            units.append((source, None))
-        return units
+        return read_units(self.fs, self.plan, sort_merge=self.streaming)
 
     def read(self, unit: tuple[InsertSource, int | None]) -> pa.Table | None:
         source, stripe = unit
@@ -269,12 +289,54 @@ def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, in
     if order_by_row_id:
         order = np.lexsort([table.column(n).to_numpy() for n in reversed(_KEY_COLUMNS)])
         table = table.take(pa.array(order))
+    return _finish_keys(table, include_row_id)
+
+
+def _finish_keys(table: pa.Table, include_row_id: bool) -> pa.Table:
+    """Turn the key columns into the leading `row__id` struct, or drop them."""
     if include_row_id:
         row_id = pa.StructArray.from_arrays([table.column(n).combine_chunks() for n in _KEY_COLUMNS],
                                             names=["writeid", "bucketid", "rowid"])
         table = table.drop_columns(list(_KEY_COLUMNS))
         return table.add_column(0, ROW_ID_COLUMN, row_id)
     return table.drop_columns([n for n in _KEY_COLUMNS if n in table.column_names])
+
+
+class PartitionReader:
+    """One partition's snapshot read, a unit at a time, each unit's rows in `read_plan`'s output form.
+
+    What a distributed reader runs on its tasks: the driver plans (`plan_read`, `uses_sort_merge`, `read_units`),
+    each task builds one PartitionReader per partition it reads, which loads that partition's delete events once
+    (or streams them, when `sort_merge`), then reads its units. Concatenating every unit's table in `units()` order
+    gives `read_plan` of the same plan (without `order_by_row_id`).
+    """
+
+    def __init__(self, fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, column_names: Sequence[str],
+                 include_row_id: bool = False, sort_merge: bool | None = None,
+                 max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> None:
+        self._reader = _SnapshotReader(fs, plan, write_ids, with_keys=include_row_id,
+                                       max_delete_events_in_memory=max_delete_events_in_memory, sort_merge=sort_merge)
+        self.column_names = tuple(column_names)
+        self.include_row_id = include_row_id
+
+    @property
+    def sort_merge(self) -> bool:
+        return self._reader.streaming
+
+    def units(self) -> list[tuple[InsertSource, int | None]]:
+        return self._reader.units()
+
+    def read_unit(self, unit: tuple[InsertSource, int | None]) -> pa.Table | None:
+        """The unit's surviving rows: `row__id` first when asked for, then the data columns named `column_names`
+        (files written by Hive say `_col0`...; columns a file predates are null). None when the unit has no rows.
+
+        Raises:
+            AcidError: a corrupt or foreign file, or one with more columns than `column_names`.
+        """
+        table = self._reader.read(unit)
+        if table is None or table.num_rows == 0:
+            return None
+        return _finish_keys(_conform(table, self.column_names, unit[0].path), self.include_row_id)
 
 
 def _column_names(pairs: list[tuple[pa.Table, str]]) -> list[str]:

@@ -8,6 +8,9 @@ are added to the footer, and only then is it put in place.
 
 from __future__ import annotations
 
+import re
+from typing import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.orc as pa_orc
@@ -16,8 +19,9 @@ from acid_core.delete_events import KeyArrays
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem, local_scratch, put_scratch
 from acid_core.orc_events import (ACID_VERSION, CURRENT_WRITE_ID, EVENT_FIELDS, KEY_FIELDS, KEY_INDEX_KEY, OPERATION,
-                                  ORIGINAL_WRITE_ID, ROW, STATS_KEY, VERSION_KEY, AcidStats, BUCKET, ROW_ID)
-from acid_core.orc_tail import with_user_metadata
+                                  ORIGINAL_WRITE_ID, ROW, STATS_KEY, VERSION_KEY, AcidStats, BUCKET, ROW_ID,
+                                  Column, EventFileWriter)
+from acid_core.orc_tail import parse_postscript, with_user_metadata
 
 _COMPRESSION = {"ZLIB": "zlib", "SNAPPY": "snappy", "NONE": "uncompressed"}
 DEFAULT_STRIPE_BYTES = 64 * 1024 * 1024
@@ -49,18 +53,68 @@ def null_rows(row_type: pa.StructType, count: int) -> pa.StructArray:
     return pa.nulls(count, row_type)
 
 
+_TYPES = (pa.int32(), pa.int64(), pa.int32(), pa.int64(), pa.int64())
+
+
 def _check(table: pa.Table, destination: str) -> None:
     if table.column_names != list(EVENT_FIELDS):
         raise SchemaMismatchError(f"{destination}: events need columns {list(EVENT_FIELDS)}, got {table.column_names}")
+    for field, expected in zip(table.schema, _TYPES):
+        if field.type != expected:
+            raise SchemaMismatchError(f"{destination}: event column {field.name!r} has type {field.type}, "
+                                      f"expected {expected}")
+    if not pa.types.is_struct(table.schema.field(ROW).type):
+        raise SchemaMismatchError(f"{destination}: event column 'row' has type {table.schema.field(ROW).type}, "
+                                  "expected a struct")
     keys = KeyArrays(*(table.column(name).to_numpy() for name in KEY_FIELDS))
     if not keys.is_sorted():
         raise UnsortedEventsError(f"{destination}: events are not sorted by (originalTransaction, bucket, rowId); "
                                   "Hive's readers require it")
 
 
+def _exact_types_needed(columns: Sequence[Column] | None) -> bool:
+    """Arrow has no char/varchar: tables using them are written row by row (pyorc) to keep the ORC types."""
+    return columns is not None and any(re.search(r"\b(var)?char\(", c.type.lower()) for c in columns)
+
+
+def _as_tuple(value, arrow_type: pa.DataType):
+    """pyorc takes structs as tuples; Arrow gives dicts."""
+    if value is None:
+        return None
+    if pa.types.is_struct(arrow_type):
+        return tuple(_as_tuple(value[arrow_type.field(i).name], arrow_type.field(i).type)
+                     for i in range(arrow_type.num_fields))
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return [_as_tuple(item, arrow_type.value_type) for item in value]
+    if pa.types.is_map(arrow_type):
+        return {key: _as_tuple(item, arrow_type.item_type) for key, item in value}
+    return value
+
+
+def _write_rowwise(scratch, table: pa.Table, columns: Sequence[Column], compression: str) -> None:
+    row_type = table.schema.field(ROW).type
+    operations = table.column(OPERATION).to_pylist()
+    events = list(zip(operations, *(table.column(n).to_pylist() for n in (ORIGINAL_WRITE_ID, BUCKET, ROW_ID,
+                                                                          CURRENT_WRITE_ID)),
+                      (_as_tuple(row, row_type) for row in table.column(ROW).to_pylist())))
+    with scratch.open_for_writing() as stream:
+        writer = EventFileWriter(stream, columns, compression=compression)
+        start = 0
+        while start < len(events):  # one call per run of equal operations
+            end = start
+            while end < len(events) and events[end][0] == events[start][0]:
+                end += 1
+            writer.write(events[start:end], operation=events[start][0])
+            start = end
+        writer.close()
+
+
 def write_event_table(fs: FileSystem, destination: str, table: pa.Table, *, compression: str = "ZLIB",
-                      stripe_bytes: int = DEFAULT_STRIPE_BYTES) -> AcidStats:
+                      stripe_bytes: int = DEFAULT_STRIPE_BYTES, columns: Sequence[Column] | None = None) -> AcidStats:
     """Write an event table as one ORC bucket file with Hive's ACID user metadata; nothing is visible until done.
+
+    `columns` (the table's Hive types) keeps char/varchar columns as such: Arrow cannot express them, so such
+    tables are written through the row-wise writer.
 
     Raises:
         SchemaMismatchError: not the event schema, or a compression Hive 3.1 cannot read.
@@ -74,8 +128,15 @@ def write_event_table(fs: FileSystem, destination: str, table: pa.Table, *, comp
     operations = table.column(OPERATION).to_numpy()
     stats = AcidStats(int((operations == 0).sum()), int((operations == 1).sum()), int((operations == 2).sum()))
     with local_scratch(fs, destination) as scratch:
-        pa_orc.write_table(table, scratch.path, compression=_COMPRESSION[compression.upper()], file_version="0.12",
-                           stripe_size=stripe_bytes)
+        if _exact_types_needed(columns):
+            _write_rowwise(scratch, table, columns, compression.upper())
+            put_scratch(fs, scratch, destination)
+            return stats
+        try:
+            pa_orc.write_table(table, scratch.path, compression=_COMPRESSION[compression.upper()], file_version="0.12",
+                               stripe_size=stripe_bytes)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise SchemaMismatchError(f"{destination}: ORC cannot hold these events: {exc}") from exc
         written = pa_orc.ORCFile(scratch.path)
         key_index = []
         for stripe in range(written.nstripes):
@@ -95,8 +156,6 @@ def write_event_table(fs: FileSystem, destination: str, table: pa.Table, *, comp
 
 
 def _footer_length(postscript_and_length: bytes) -> int:
-    from acid_core.orc_tail import parse_postscript
-
     return parse_postscript(postscript_and_length[:-1]).footer_length
 
 

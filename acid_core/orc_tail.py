@@ -139,6 +139,9 @@ def with_user_metadata(tail: bytes, items: dict[str, bytes], *, path: str) -> tu
     if ps_length + 1 > len(tail):
         raise CorruptFileError(f"{path}: postscript length {ps_length} exceeds the file")
     postscript = parse_postscript(tail[-1 - ps_length:-1])
+    if postscript.compression not in (NONE, ZLIB, SNAPPY):
+        raise CorruptFileError(f"{path}: ORC compression kind {postscript.compression} is not supported here "
+                               "(NONE, ZLIB or SNAPPY)")
     footer_end = len(tail) - 1 - ps_length
     footer_start = footer_end - postscript.footer_length
     if footer_start < 0:

@@ -67,6 +67,7 @@ class _FileTask:
     staging: str
     compression: str
     bucketed: bool
+    table_columns: tuple = ()
 
 
 def _part_names(batch: pa.RecordBatch, keys: tuple[str, ...]) -> list[str]:
@@ -113,7 +114,7 @@ def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
                                  np.full(count, encode_bucket(int(bucket), task.statement_id)), np.arange(count),
                                  np.full(count, task.write_id), data)
             directory, path = _destination(task, part, int(bucket))
-            write_event_table(fs, path, events, compression=task.compression)
+            write_event_table(fs, path, events, compression=task.compression, columns=task.table_columns)
             results.append((part, fs.join(directory, task.staging), count))
     yield pa.RecordBatch.from_pylist([{"part": p, "staging": s, "rows": n} for p, s, n in results],
                                      schema=pa.schema([("part", pa.string()), ("staging", pa.string()),
@@ -138,7 +139,7 @@ def _write_deletes(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
             events = event_table(DELETE_OPERATION, owid[order], bprop[order], rowid[order],
                                  np.full(count, task.write_id), null_rows(task.row_type, count))
             directory, path = _destination(task, part, int(bucket))
-            write_event_table(fs, path, events, compression=task.compression)
+            write_event_table(fs, path, events, compression=task.compression, columns=task.table_columns)
             results.append((part, fs.join(directory, task.staging), count))
     yield pa.RecordBatch.from_pylist([{"part": p, "staging": s, "rows": n} for p, s, n in results],
                                      schema=pa.schema([("part", pa.string()), ("staging", pa.string()),
@@ -167,7 +168,8 @@ class _Write:
         row_type = pa.struct([pa.field(f.name, to_arrow_type(f.dataType)) for f in schema.fields])
         return _FileTask(self.table.location, tuple(c.name for c in self.table.columns), row_type,
                          tuple(k.name for k in self.table.partition_keys), self.write_id, statement_id,
-                         f".{final}.tmp-t{self.txn_id}", (self.table.param("orc.compress") or "ZLIB").upper(), bucketed)
+                         f".{final}.tmp-t{self.txn_id}", (self.table.param("orc.compress") or "ZLIB").upper(), bucketed,
+                         tuple(self.table.columns))
 
     def run(self, frame: DataFrame, task: _FileTask, writer) -> list[tuple[str, str, int]]:
         rows = frame.mapInArrow(lambda batches: writer(task, batches), _RESULT).collect()

@@ -62,7 +62,7 @@ def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final
     events = event_table(INSERT_OPERATION, owid, table.column(_KEY_COLUMNS[1]).to_numpy(),
                          table.column(_KEY_COLUMNS[2]).to_numpy(), owid, rows)
     path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
-    return write_event_table(fs, path, events, compression=plan.compression).inserts
+    return write_event_table(fs, path, events, compression=plan.compression, columns=plan.columns).inserts
 
 
 def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str) -> int:
@@ -88,7 +88,7 @@ def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final
     events = event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
                          table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(pa.struct(fields), table.num_rows))
     path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
-    return write_event_table(fs, path, events, compression=plan.compression).deletes
+    return write_event_table(fs, path, events, compression=plan.compression, columns=plan.columns).deletes
 
 
 def run_bucket(plan: CompactionPlan, work: BucketWork, *,

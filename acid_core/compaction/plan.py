@@ -8,6 +8,7 @@ id). Results are built in hidden directories `.<name>.tmp-c<compaction id>` and 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from acid_core.fs import FileSystem
@@ -94,6 +95,8 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
                columns: tuple[Column, ...], write_ids: ValidCompactorWriteIdList, txn_id: int,
                compression: str = "ZLIB") -> CompactionPlan:
     """Group the snapshot's files by bucket (the file name's bucket number, as Hive's compactor splits its work)."""
+    if kind is CompactionType.MINOR:  # a minor compaction merges deltas only; the base and originals stay
+        state = dataclasses.replace(state, base=None, original_files=())
     read = plan_read(fs, state, write_ids)
     buckets: dict[int, tuple[list, list]] = {}
     for source in read.inserts:

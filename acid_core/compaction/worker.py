@@ -144,6 +144,10 @@ class CompactionWorker:
         except AcidError:
             pass
         try:
-            store.compactions.mark_failed(info.id, f"{type(error).__name__}: {error}")
+            current = store.compactions.get(info.id)
+            still_ours = (current is not None and current.worker_id == self.worker_id
+                          and current.txn_id in (None, txn_id) and current.end_ms is None)
+            if still_ours:  # a worker presumed dead must not fail the attempt that replaced it
+                store.compactions.mark_failed(info.id, f"{type(error).__name__}: {error}")
         except AcidError:
             pass
