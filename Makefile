@@ -15,6 +15,9 @@ $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	# apache-airflow-providers-apache-spark pulls in pyspark-client 4.2, whose files overwrite pyspark 4.3's Python
+	# modules (the jars stay 4.3): put pyspark's own Python back so Python and JVM sides match.
+	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall "$$(grep '^pyspark==' requirements.txt)"
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 

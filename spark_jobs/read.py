@@ -1,0 +1,413 @@
+"""Reading ACID tables as Spark DataFrames under one snapshot: acid_core's merge-on-read, run on Spark's tasks.
+
+The driver takes the snapshot (from an open transaction, a reader lease, or the metastore now), computes each
+partition's directory state (`get_acid_state`) and read plan (`plan_read`), picks its delete path
+(`uses_sort_merge`: Hive's `hive.transactional.events.mem` rule) and splits it into units: one per insert file, or
+per stripe of a multi-stripe file when the deletes fit in memory (`read_units`). Spark then reads the units in
+parallel (`mapInArrow`); every task opens the files through acid_core (pyarrow.fs), loads the delete events of each
+partition it reads once (or streams them) and yields Arrow record batches.
+
+Columns: `row__id` struct<writeid:bigint,bucketid:int,rowid:bigint> first when asked for, then the table's columns
+(catalog names; Hive's files say `_col0`...), then the partition columns typed by the catalog's key types. Types
+follow the catalog; Hive's `timestamp` holds a date-time without a time zone, so it is Spark's TimestampNTZType
+(sub-microsecond digits are cut: Spark keeps microseconds); `varchar(n)` and `char(n)` are strings (char values keep
+the padding Hive stores).
+
+The plan lists the files of the snapshot once, at `read_table` time; every action on the DataFrame reads those
+files. A compaction's cleaner may delete them afterwards unless a transaction or a reader lease holds the snapshot:
+for a long read hold one (`leased_snapshot`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, DataType, DateType, DecimalType,
+                               DoubleType, FloatType, IntegerType, LongType, MapType, ShortType, StringType,
+                               StructField, StructType, TimestampNTZType)
+
+from acid_core.errors import AcidError, FileSystemError, MetastoreError, SchemaMismatchError
+from acid_core.fs import FileSystem
+from acid_core.layout import DEFAULT_PARTITION_NAME
+from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, ROW_ID_COLUMN, InsertSource, PartitionReader,
+                             ReadPlan, plan_read, read_units, uses_sort_merge)
+from acid_core.metastore import Metastore
+from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.leases import Lease
+from acid_core.metastore.txns import Snapshot, full_table_name
+from acid_core.state import get_acid_state
+from acid_core.validity import ValidWriteIdList
+
+DEFAULT_LEASE_HEARTBEAT_S = 30.0
+_log = logging.getLogger(__name__)
+
+# --- Hive type strings -> Spark types ----------------------------------------------------------------------------
+_PRIMITIVES: Mapping[str, DataType] = {
+    "tinyint": ByteType(), "smallint": ShortType(), "int": IntegerType(), "integer": IntegerType(),
+    "bigint": LongType(), "float": FloatType(), "double": DoubleType(), "string": StringType(),
+    "boolean": BooleanType(), "binary": BinaryType(), "date": DateType(), "timestamp": TimestampNTZType(),
+}
+ROW_ID_TYPE = StructType([StructField("writeid", LongType()), StructField("bucketid", IntegerType()),
+                          StructField("rowid", LongType())])
+
+
+class _HiveTypeParser:
+    """Recursive descent over a Hive type string such as `map<string,struct<a:int,b:array<decimal(10,2)>>>`."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos = text, 0
+
+    def fail(self, what: str) -> SchemaMismatchError:
+        return SchemaMismatchError(f"Hive type {self.text!r}: {what} at position {self.pos}; supported are "
+                                   f"{sorted(_PRIMITIVES)}, decimal(p,s), varchar(n), char(n), array, map and struct")
+
+    def skip_spaces(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def peek(self, symbol: str) -> bool:
+        self.skip_spaces()
+        return self.text.startswith(symbol, self.pos)
+
+    def expect(self, symbol: str) -> None:
+        if not self.peek(symbol):
+            raise self.fail(f"expected {symbol!r}")
+        self.pos += len(symbol)
+
+    def word(self) -> str:
+        self.skip_spaces()
+        if self.peek("`"):
+            end = self.text.find("`", self.pos + 1)
+            if end < 0:
+                raise self.fail("unclosed back-quote")
+            word, self.pos = self.text[self.pos + 1:end], end + 1
+            return word
+        start = self.pos
+        while self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] in "_$"):
+            self.pos += 1
+        if start == self.pos:
+            raise self.fail("expected a name")
+        return self.text[start:self.pos]
+
+    def number(self) -> int:
+        word = self.word()
+        if not word.isdigit():
+            raise self.fail(f"expected a number, got {word!r}")
+        return int(word)
+
+    def parse(self) -> DataType:
+        result = self.type_()
+        self.skip_spaces()
+        if self.pos != len(self.text):
+            raise self.fail("unexpected trailing text")
+        return result
+
+    def type_(self) -> DataType:
+        name = self.word().lower()
+        if name == "double" and self.text[self.pos:].strip().lower().startswith("precision"):
+            self.word()
+        if name in ("decimal", "numeric"):
+            precision, scale = 10, 0
+            if self.peek("("):
+                self.expect("(")
+                precision = self.number()
+                if self.peek(","):
+                    self.expect(",")
+                    scale = self.number()
+                self.expect(")")
+            return DecimalType(precision, scale)
+        if name in ("varchar", "char"):
+            self.expect("(")
+            self.number()
+            self.expect(")")
+            return StringType()
+        if name == "array":
+            self.expect("<")
+            element = self.type_()
+            self.expect(">")
+            return ArrayType(element, True)
+        if name == "map":
+            self.expect("<")
+            key = self.type_()
+            self.expect(",")
+            value = self.type_()
+            self.expect(">")
+            return MapType(key, value, True)
+        if name == "struct":
+            self.expect("<")
+            fields = []
+            while not self.peek(">"):
+                if fields:
+                    self.expect(",")
+                field_name = self.word()
+                self.expect(":")
+                fields.append(StructField(field_name, self.type_(), True))
+            self.expect(">")
+            return StructType(fields)
+        if name in _PRIMITIVES:
+            return _PRIMITIVES[name]
+        raise self.fail(f"unsupported type {name!r}")
+
+
+def hive_type_to_spark(type_string: str) -> DataType:
+    """The Spark type of a Hive column type string (as the catalog stores it).
+
+    Raises:
+        SchemaMismatchError: the string is malformed or names a type Spark reads no way (e.g. uniontype).
+    """
+    return _HiveTypeParser(type_string).parse()
+
+
+def table_schema(table: TableInfo, *, include_row_id: bool = False) -> StructType:
+    """The DataFrame schema of `read_table`: [row__id,] columns, partition columns; every field nullable."""
+    fields = [StructField(ROW_ID_COLUMN, ROW_ID_TYPE, True)] if include_row_id else []
+    fields += [StructField(c.name, hive_type_to_spark(c.type), True) for c in table.columns]
+    fields += [StructField(k.name, hive_type_to_spark(k.type), True) for k in table.partition_keys]
+    return StructType(fields)
+
+
+# --- the driver's plan -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PartitionRead:
+    """One partition as the tasks read it: its filesystem, the delete side of its read plan (the insert files travel
+    as units), the delete path and the partition column values."""
+
+    location: str
+    fs: FileSystem
+    plan: ReadPlan
+    sort_merge: bool
+    values: tuple[pa.Scalar, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TableReadPlan:
+    """A table read under one snapshot: what each partition reads and the units Spark runs, in output order."""
+
+    table: TableInfo
+    snapshot: Snapshot
+    write_ids: ValidWriteIdList
+    partitions: tuple[PartitionRead, ...]
+    units: tuple[tuple[int, InsertSource, int | None], ...]
+
+
+def _snapshot(metastore: Metastore, table: TableInfo, txn_id: int | None, lease: Lease | None) -> Snapshot:
+    if txn_id is not None and lease is not None:
+        raise MetastoreError(f"reading {table.full_name}: give txn_id ({txn_id}) or lease ({lease.lease_id}), not both")
+    if lease is not None:
+        if (lease.database, lease.table) != (table.database, table.name):
+            raise MetastoreError(f"reader lease {lease.lease_id} holds a snapshot of {lease.database}.{lease.table}, "
+                                 f"not of {table.full_name}: acquire one on {table.full_name}")
+        return lease.snapshot
+    return metastore.txns.snapshot([table.full_name], current_txn=txn_id)
+
+
+def _spec_text(value: object) -> str:
+    """A partition value as it appears in a partition name (what the catalog stores)."""
+    if value is None or value == "":
+        return DEFAULT_PARTITION_NAME
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _selected_partitions(metastore: Metastore, table: TableInfo,
+                         partition: Mapping[str, object] | None) -> list[tuple[str, dict[str, str]]]:
+    """(location, spec) of every partition the read covers; a partial spec selects every partition matching it."""
+    if not table.partition_keys:
+        if partition:
+            raise MetastoreError(f"table {table.full_name} is not partitioned, got partition {dict(partition)!r}")
+        return [(table.location, {})]
+    keys = [k.name for k in table.partition_keys]
+    wanted = {str(k).lower(): _spec_text(v) for k, v in (partition or {}).items()}
+    unknown = sorted(set(wanted) - set(keys))
+    if unknown:
+        raise MetastoreError(f"partition {dict(partition)!r} of {table.full_name}: {unknown} are not partition keys "
+                             f"(the keys are {keys})")
+    return [(p.location, p.spec) for p in metastore.catalog.list_partitions(table.database, table.name)
+            if all(p.spec.get(key) == value for key, value in wanted.items())]
+
+
+def _partition_values(table: TableInfo, spec: Mapping[str, str], schema: pa.Schema) -> tuple[pa.Scalar, ...]:
+    values = []
+    for key in table.partition_keys:
+        arrow_type = schema.field(key.name).type
+        text = spec.get(key.name)
+        if text is None or text == DEFAULT_PARTITION_NAME:
+            values.append(pa.scalar(None, arrow_type))
+            continue
+        try:
+            values.append(pa.array([text]).cast(arrow_type)[0])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(f"table {table.full_name}: partition value {text!r} of key {key.name!r} is not "
+                                      f"a {key.type} ({exc})") from exc
+    return tuple(values)
+
+
+def plan_table_read(metastore: Metastore, database: str, table: str, *, partition: Mapping[str, object] | None = None,
+                    txn_id: int | None = None, lease: Lease | None = None,
+                    max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> TableReadPlan:
+    """Plan a read on the driver (see `read_table` for the arguments); lists the snapshot's files once.
+
+    A partition (or unpartitioned table) whose directory does not exist yet reads as empty.
+    """
+    info = metastore.catalog.require_transactional(database, table)
+    snapshot = _snapshot(metastore, info, txn_id, lease)
+    write_ids = snapshot.write_ids[full_table_name(info.database, info.name)]
+    arrow_schema = to_arrow_schema(table_schema(info), timezone="UTC")
+    partitions: list[PartitionRead] = []
+    units: list[tuple[int, InsertSource, int | None]] = []
+    for location, spec in _selected_partitions(metastore, info, partition):
+        fs, path = FileSystem.resolve(location)
+        try:
+            state = get_acid_state(path, write_ids=write_ids, txns=snapshot.txns, ignore_empty_files=True, fs=fs)
+        except FileSystemError:
+            if fs.exists(path):
+                raise
+            continue
+        plan = plan_read(fs, state, write_ids)
+        sort_merge = uses_sort_merge(fs, plan.deletes, max_delete_events_in_memory=max_delete_events_in_memory)
+        index = len(partitions)
+        partitions.append(PartitionRead(location, fs, ReadPlan(None, (), plan.deletes), sort_merge,
+                                        _partition_values(info, spec, arrow_schema)))
+        units.extend((index, source, stripe) for source, stripe in read_units(fs, plan, sort_merge=sort_merge))
+    return TableReadPlan(info, snapshot, write_ids, tuple(partitions), tuple(units))
+
+
+# --- the tasks ---------------------------------------------------------------------------------------------------
+def _conform_array(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """`array` as `target`: nested struct fields renamed by position (nulls for fields a file predates), the rest
+    cast (timestamps to microseconds, cutting nanoseconds)."""
+    if array.type == target:
+        return array
+    if pa.types.is_struct(target) and pa.types.is_struct(array.type):
+        children = array.flatten()
+        fields = [_conform_array(children[i], target.field(i).type) if i < len(children)
+                  else pa.nulls(len(array), target.field(i).type) for i in range(target.num_fields)]
+        return pa.StructArray.from_arrays(fields, fields=list(target), mask=array.is_null())
+    if pa.types.is_list(target) and pa.types.is_list(array.type):
+        offsets = array.offsets  # of this (maybe sliced) array, into the whole values array: rebase to the slice
+        start = offsets[0].as_py()
+        values = _conform_array(array.values.slice(start, offsets[-1].as_py() - start), target.value_type)
+        return pa.ListArray.from_arrays(pc.subtract(offsets, pa.scalar(start, offsets.type)), values, type=target,
+                                        mask=array.is_null() if array.null_count else None)
+    try:
+        return array.cast(target, safe=not pa.types.is_timestamp(target))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaMismatchError(f"cannot read a column of type {array.type} as {target}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadUnits:
+    """The function Spark runs on each task: unit numbers in, Arrow record batches of the unit's rows out."""
+
+    partitions: tuple[PartitionRead, ...]
+    units: tuple[tuple[int, InsertSource, int | None], ...]
+    write_ids: ValidWriteIdList
+    column_names: tuple[str, ...]
+    include_row_id: bool
+    schema: pa.Schema
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        reader, current = None, None
+        for batch in batches:
+            for number in batch.column(0).to_pylist():
+                index, source, stripe = self.units[number]
+                partition = self.partitions[index]
+                if index != current:  # units come partition by partition: one partition's deletes in memory at a time
+                    reader = PartitionReader(partition.fs, partition.plan, self.write_ids,
+                                             column_names=self.column_names, include_row_id=self.include_row_id,
+                                             sort_merge=partition.sort_merge)
+                    current = index
+                table = reader.read_unit((source, stripe))
+                if table is not None:
+                    yield from self._output(table, partition).to_batches()
+
+    def _output(self, table: pa.Table, partition: PartitionRead) -> pa.Table:
+        columns = []
+        for position, field in enumerate(self.schema):
+            if position < table.num_columns:
+                column = table.column(position)
+                columns.append(pa.chunked_array([_conform_array(chunk, field.type) for chunk in column.chunks],
+                                                type=field.type))
+            else:
+                columns.append(pa.repeat(partition.values[position - table.num_columns], table.num_rows))
+        return pa.Table.from_arrays(columns, schema=self.schema)
+
+
+def read_table(spark: SparkSession, metastore: Metastore, database: str, table: str, *,
+               partition: Mapping[str, object] | None = None, include_row_id: bool = False, txn_id: int | None = None,
+               lease: Lease | None = None,
+               max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> DataFrame:
+    """The rows of an ACID table (or some of its partitions) under one snapshot, as a DataFrame.
+
+    Args:
+        partition: a partition spec (`{"day": "2024-01-01"}`); a subset of the keys selects every matching partition,
+            a spec no partition matches reads nothing. None reads every partition in the catalog.
+        include_row_id: add Hive's `row__id` struct first.
+        txn_id: read as this open transaction (its own writes are visible).
+        lease: read the snapshot a reader lease holds (`leased_snapshot`). With neither, the snapshot is taken now;
+            hold a lease for a long read, or a compaction's cleaner may remove files the read still needs.
+        max_delete_events_in_memory: above this many delete events in a partition, its tasks stream them in a
+            sort-merge instead of loading them (Hive's `hive.transactional.events.mem`).
+
+    Raises:
+        NoSuchObjectError, NotTransactionalError: the table is unknown or not a full ACID table.
+        MetastoreError: a partition spec with unknown keys, both txn_id and lease, or a lease of another table.
+        SchemaMismatchError: a column type Spark cannot hold, or a partition value that does not fit its key's type.
+        AcidError: the snapshot cannot be served (e.g. NotEnoughHistoryError), or files are corrupt (when Spark
+            runs the tasks, wrapped in Spark's Python exception).
+    """
+    plan = plan_table_read(metastore, database, table, partition=partition, txn_id=txn_id, lease=lease,
+                           max_delete_events_in_memory=max_delete_events_in_memory)
+    schema = table_schema(plan.table, include_row_id=include_row_id)
+    if not plan.units:
+        return spark.createDataFrame([], schema)
+    names = tuple(c.name for c in plan.table.columns)
+    read = _ReadUnits(plan.partitions, plan.units, plan.write_ids, names, include_row_id,
+                      to_arrow_schema(schema, timezone="UTC"))
+    slices = min(len(plan.units), max(1, spark.sparkContext.defaultParallelism) * 4)
+    return spark.range(0, len(plan.units), 1, slices).mapInArrow(read, schema)
+
+
+# --- reader leases -----------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def leased_snapshot(metastore: Metastore, database: str, table: str, *,
+                    heartbeat_interval_s: float = DEFAULT_LEASE_HEARTBEAT_S,
+                    owner: str | None = None) -> Iterator[Lease]:
+    """Hold a reader lease on a table for the duration of a `with` block: acquired on entry, heartbeated from a
+    daemon thread every `heartbeat_interval_s`, released on exit. Pass the lease to `read_table(lease=...)`.
+
+    The cleaner keeps the files of the lease's snapshot while the lease lives. A failed heartbeat is logged and
+    retried at the next interval; a lease that expired meanwhile no longer protects the read.
+    """
+    if heartbeat_interval_s <= 0:
+        raise MetastoreError(f"heartbeat interval must be positive, got {heartbeat_interval_s}")
+    lease = metastore.leases.acquire(database, table, owner=owner)
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        while not stop.wait(heartbeat_interval_s):
+            try:
+                metastore.leases.heartbeat(lease.lease_id)
+            except AcidError as exc:
+                _log.warning("reader lease %s on %s.%s: heartbeat failed: %s", lease.lease_id, lease.database,
+                             lease.table, exc)
+
+    thread = threading.Thread(target=heartbeat, name=f"acid-lease-{lease.lease_id}", daemon=True)
+    thread.start()
+    try:
+        yield lease
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        metastore.leases.release(lease.lease_id)
+
+
+__all__ = ["PartitionRead", "TableReadPlan", "hive_type_to_spark", "leased_snapshot", "plan_table_read", "read_table",
+           "table_schema"]

@@ -1,0 +1,89 @@
+"""The one place that builds a SparkSession for this project's jobs and tests.
+
+Defaults suit a small machine (two cores): no web UI, few shuffle partitions, Arrow for Python data exchange, a UTC
+session time zone and WARN logging. The executors' Python must import `acid_core` and `spark_jobs`: with a local
+master they run this interpreter (`sys.executable` unless PYSPARK_PYTHON names another; `make install` put the
+packages there with `pip install -e .`), with this repository on their PYTHONPATH as well; on a cluster (Spark
+standalone, YARN, Kubernetes) the workers' Python needs the packages installed, as docker/Dockerfile does, or
+shipped with `spark.submit.pyFiles`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Mapping
+
+import pyspark
+from pyspark.sql import SparkSession
+
+from acid_core.errors import AcidError
+
+MASTER_ENV = "ACID_SPARK_MASTER"
+DEFAULT_MASTER = "local[*]"
+REPOSITORY_ROOT = str(Path(__file__).resolve().parent.parent)
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+_LOCAL_MASTER = re.compile(r"local(\[.*\]|-cluster\[.*\])?")
+
+
+class SparkSetupError(AcidError):
+    """The Spark installation cannot run this project's jobs (for example pyspark's Python and JVM parts differ)."""
+
+
+def resolve_master(master: str | None = None) -> str:
+    """The master URL: the argument, else `ACID_SPARK_MASTER`, else `local[*]`."""
+    return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+
+
+def session_conf(master: str, conf: Mapping[str, object] | None = None) -> dict[str, str]:
+    """Every setting `build_session` applies: the defaults, then (local masters only) this repository on the Python
+    workers' PYTHONPATH, then `conf`, which wins (e.g. `{"spark.ui.enabled": "true"}` to get the UI back)."""
+    settings = dict(DEFAULT_CONF)
+    if _LOCAL_MASTER.fullmatch(master):  # Spark adds its own entries and the driver's $PYTHONPATH to this
+        settings["spark.executorEnv.PYTHONPATH"] = REPOSITORY_ROOT
+    settings.update({str(key): str(value).lower() if isinstance(value, bool) else str(value)
+                     for key, value in (conf or {}).items()})
+    return settings
+
+
+def build_session(app_name: str, *, master: str | None = None,
+                  conf: Mapping[str, object] | None = None) -> SparkSession:
+    """A SparkSession named `app_name` on `resolve_master(master)` with `session_conf` applied, logging at WARN.
+
+    If a session already runs in this process, Spark returns it (its master and static settings stay as they were).
+
+    Raises:
+        SparkSetupError: pyspark's Python files and its JVM jars are different Spark versions (another package, such
+            as pyspark-client, overwrote pyspark's Python files), which breaks every Python function run on Spark.
+    """
+    resolved = resolve_master(master)
+    if _LOCAL_MASTER.fullmatch(resolved):
+        # pyspark starts local Python workers with $PYSPARK_PYTHON, else `python3` from PATH: make it this interpreter.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(resolved)
+    for key, value in session_conf(resolved, conf).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    check_pyspark_versions(session)
+    return session
+
+
+def check_pyspark_versions(session: SparkSession) -> None:
+    """Stop the session and raise SparkSetupError when pyspark's Python files and JVM jars are different versions."""
+    python_version, jvm_version = pyspark.__version__, session.version
+    if python_version != jvm_version:
+        session.stop()
+        raise SparkSetupError(
+            f"pyspark's Python files are Spark {python_version} but its JVM jars are Spark {jvm_version}; Python "
+            f"functions on Spark fail with mismatched versions. Reinstall one Spark version, e.g. "
+            f"`pip install --no-deps --force-reinstall pyspark=={jvm_version}` after any package that ships pyspark's "
+            "Python files (pyspark-client)")

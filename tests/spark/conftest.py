@@ -1,0 +1,31 @@
+"""One local Spark session for the whole run (Spark's testing guide), built as jobs build theirs; stopped at the end.
+
+Spark tests use a SQLite metastore (`store`) rather than the parametrised `ms` of tests/conftest.py, so each runs once;
+the one PostgreSQL test asks for `postgres_url` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator["SparkSession"]:  # noqa: F821  (pyspark is imported lazily, only when a Spark test runs)
+    from spark_jobs.session import build_session
+
+    session = build_session("acid-tests", master="local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def store(tmp_path):
+    """An initialised metastore on a SQLite file, with the warehouse in `tmp_path`; closed after the test."""
+    from acid_core.metastore import Metastore
+
+    metastore = Metastore(f"sqlite:///{tmp_path}/metastore.db", warehouse=str(tmp_path / "warehouse"))
+    metastore.init()
+    yield metastore
+    metastore.close()
