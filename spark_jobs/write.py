@@ -351,9 +351,10 @@ def merge(spark, metastore: Metastore, database: str, table: str, source: DataFr
           target_alias: str = "t", source_alias: str = "s", matched_update: Mapping[str, str] | None = None,
           matched_update_condition: str | None = None, matched_delete: bool = False,
           matched_delete_condition: str | None = None, not_matched_insert: Mapping[str, str] | None = None,
-          not_matched_condition: str | None = None) -> WriteSummary:
+          not_matched_condition: str | None = None, delete_first: bool = False) -> WriteSummary:
     """MERGE INTO table t USING source s ON condition WHEN MATCHED [AND ...] THEN UPDATE SET ... / DELETE,
-    WHEN NOT MATCHED [AND ...] THEN INSERT: one transaction, one statement id per WHEN clause (in that order), and
+    WHEN NOT MATCHED [AND ...] THEN INSERT: one transaction, one statement id per WHEN clause (in the order written:
+    update then delete, or delete then update with `delete_first`), the first matching WHEN MATCHED clause wins, and
     Hive's cardinality check (a target row matched by two source rows is an error)."""
     from spark_jobs.read import read_table
 
@@ -376,31 +377,37 @@ def merge(spark, metastore: Metastore, database: str, table: str, source: DataFr
                             "than one source row (Hive's cardinality check)")
         operations: dict[str, Operation] = {}
         inserted = deleted = 0
-        statement = 0
         update_condition = F.expr(matched_update_condition) if matched_update_condition else F.lit(True)
+        delete_condition = F.expr(matched_delete_condition) if matched_delete_condition else F.lit(True)
+        if matched_update and matched_delete:  # the first matching WHEN MATCHED clause wins
+            if delete_first:
+                update_condition = update_condition & ~delete_condition
+            else:
+                delete_condition = delete_condition & ~update_condition
+        written = [c for c in (["delete", "update"] if delete_first else ["update", "delete"])
+                   if (matched_update if c == "update" else matched_delete)]
+        update_statement = written.index("update") if matched_update else None
+        delete_statement = written.index("delete") if matched_delete else None
+        statement = len(written)  # the insert clause comes last
         if matched_update:
             rows = matched.filter(update_condition).select(
                 F.col(f"{target_alias}.row__id").alias("row__id"),
                 *[F.expr(matched_update[c.name]).alias(c.name) if c.name in matched_update
                   else F.col(f"{target_alias}.{c.name}").alias(c.name) for c in info.columns],
                 *[F.col(f"{target_alias}.{k}").alias(k) for k in keys]).cache()
-            for part, _, count in _delete_frame(write, rows, statement):
+            for part, _, count in _delete_frame(write, rows, update_statement):
                 deleted += count
                 _strongest(operations, part, Operation.UPDATE)
-            for part, _, count in _insert_frame(write, _prepare_rows(rows.drop("row__id"), info, None), statement):
+            for part, _, count in _insert_frame(write, _prepare_rows(rows.drop("row__id"), info, None),
+                                                update_statement):
                 inserted += count
                 _strongest(operations, part, Operation.UPDATE)
-            statement += 1
         if matched_delete:
-            condition = F.expr(matched_delete_condition) if matched_delete_condition else F.lit(True)
-            if matched_update:
-                condition = condition & ~update_condition  # the first matching WHEN clause wins
-            rows = matched.filter(condition).select(F.col(f"{target_alias}.row__id").alias("row__id"),
-                                                    *[F.col(f"{target_alias}.{k}").alias(k) for k in keys])
-            for part, _, count in _delete_frame(write, rows, statement):
+            rows = matched.filter(delete_condition).select(F.col(f"{target_alias}.row__id").alias("row__id"),
+                                                           *[F.col(f"{target_alias}.{k}").alias(k) for k in keys])
+            for part, _, count in _delete_frame(write, rows, delete_statement):
                 deleted += count
                 _strongest(operations, part, Operation.DELETE)
-            statement += 1
         if not_matched_insert:
             unknown = set(not_matched_insert) - {c.name for c in info.columns} - set(keys)
             if unknown:

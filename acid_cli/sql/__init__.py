@@ -2,7 +2,8 @@
 
 The whole script is parsed before anything runs; statements then run in order, each on its own, and the first
 failure stops the script with an error that names the statement (what earlier statements did stays done, as in Hive's
-CLI). Statements that need a query engine (SELECT, INSERT ... SELECT, UPDATE, DELETE, MERGE) are refused here.
+CLI). Statements that need a query engine (SELECT, INSERT ... SELECT, UPDATE, DELETE, MERGE) run on Spark SQL
+(acid_cli.sql.engine), which starts only when a script has one.
 """
 
 from __future__ import annotations
@@ -44,12 +45,11 @@ def execute(session: Session, statement: ast.Statement) -> None:
     Raises:
         StatementError: the statement failed (or needs a query engine); the message names it and the problem.
     """
-    if isinstance(statement, ast.EngineStatement):
-        raise StatementError(f'statement "{_excerpt(statement.text)}": {statement.kind} needs a query engine; '
-                             "acid sql runs it on Spark SQL once the Spark pipeline is installed, not in the "
-                             "embedded engine")
     try:
-        HANDLERS[type(statement)](session, statement)
+        if isinstance(statement, ast.EngineStatement):
+            session.engine().execute(statement)
+        else:
+            HANDLERS[type(statement)](session, statement)
     except AcidError as exc:
         raise StatementError(f'statement "{_excerpt(statement.text)}" failed: {exc}') from exc
 
@@ -62,8 +62,11 @@ def run_script(text: str, *, metastore_url: str | None = None, output_format: st
     try:
         store.init()
         session = Session(store, out, output_format)
-        for statement in statements:
-            execute(session, statement)
+        try:
+            for statement in statements:
+                execute(session, statement)
+        finally:
+            session.close()
     finally:
         if metastore is None:
             store.close()

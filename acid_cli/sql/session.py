@@ -31,6 +31,20 @@ class Session:
     wait_poll_s: float = 1.0
     wait_timeout_ms: int = 300_000  # hive.compactor.wait.timeout
     messages: list[str] = field(default_factory=list)
+    _engine: object = None
+
+    def engine(self):
+        """The Spark SQL engine for statements that need one (built on first use)."""
+        if self._engine is None:
+            from acid_cli.sql.engine import SparkEngine
+
+            self._engine = SparkEngine(self)
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
 
     def qualify(self, table) -> tuple[str, str]:
         """(database, table) of a parsed `[db.]table` in this session."""
