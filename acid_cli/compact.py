@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from acid_core.errors import AcidError, UsageError
@@ -30,12 +32,29 @@ def spark_submit_command(compaction_id: int, *, metastore: str | None = None, ma
 
 
 def run(compaction_id: int, *, metastore: str | None = None, master: str | None = None) -> int:
-    """Run the compaction and wait; returns spark-submit's exit status (the job prints the outcome or the error)."""
+    """Run the compaction and wait; the outcome goes to stdout, an error to stderr (exit status 1).
+
+    Spark's own log stays on the terminal as spark-submit prints it.
+    """
     environment = dict(os.environ)
     environment.setdefault("PYSPARK_PYTHON", sys.executable)
     environment.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    command = spark_submit_command(compaction_id, metastore=metastore, master=master)
-    try:
-        return subprocess.run(command, env=environment, check=False).returncode
-    except OSError as exc:
-        raise AcidError(f"cannot start spark-submit for compaction {compaction_id}: {exc}") from exc
+    with tempfile.TemporaryDirectory(prefix="acid-compact-") as scratch:
+        result_file = os.path.join(scratch, "result.json")
+        command = spark_submit_command(compaction_id, metastore=metastore, master=master) + ["--result-file", result_file]
+        try:
+            # the job's own output (with the driver's merged stderr) is diagnostics: it goes to our stderr
+            status = subprocess.run(command, env=environment, check=False, stdout=sys.stderr).returncode
+        except OSError as exc:
+            raise AcidError(f"cannot start spark-submit for compaction {compaction_id}: {exc}") from exc
+        try:
+            with open(result_file, encoding="utf-8") as handle:
+                result = json.load(handle)
+        except (OSError, ValueError):
+            raise AcidError(f"compaction {compaction_id}: spark-submit exited with status {status} without reporting an "
+                            "outcome (killed, or Spark failed to start); the queue entry says what happened") from None
+    if result["ok"]:
+        print(result["message"])
+        return 0
+    print(f"acid compact: error: {result['message']}", file=sys.stderr)
+    return 1

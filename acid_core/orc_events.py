@@ -210,7 +210,7 @@ class EventFile:
                 source = pa.BufferReader(fs.read_bytes(path, length))
             self._orc = pa_orc.ORCFile(source)
             schema = self._orc.schema
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, IndexError) as exc:
+        except (pa.ArrowException, OSError, IndexError) as exc:
             raise CorruptFileError(f"{path}: not a readable ORC file ({exc})") from exc
         self.is_acid = _check_event_schema(schema, path)
         self.row_type: pa.StructType = schema.field(5).type if self.is_acid else pa.struct(list(schema))
@@ -258,5 +258,5 @@ class EventFile:
                 return self._orc.read(columns=list(columns))
             batch = self._orc.read_stripe(stripe, columns=list(columns))
             return pa.Table.from_batches([batch])
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, IndexError) as exc:
+        except (pa.ArrowException, OSError, IndexError) as exc:
             raise CorruptFileError(f"{self.path}: cannot decode ORC data ({exc})") from exc

@@ -9,6 +9,7 @@ compaction queue), 2 on bad arguments.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from acid_core.compaction.execute import run_bucket
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compaction-id", type=int, required=True)
     parser.add_argument("--metastore", help="metastore URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
     parser.add_argument("--worker-id", help="recorded as the compaction's worker (default: <host>-spark-<app id>)")
+    parser.add_argument("--result-file", help="write the outcome as JSON {ok, message} here (spark-submit merges the "
+                                              "driver's stderr into its stdout, so callers read this instead)")
     args = parser.parse_args(argv)
 
     from spark_jobs.session import build_session
@@ -47,14 +50,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         worker_id = args.worker_id or f"{metastore.db.identity.host}-spark-{spark.sparkContext.applicationId}"
         outcome = CompactionWorker(metastore, worker_id=worker_id, runner=SparkRunner(spark)).run(args.compaction_id)
-        print(f"compaction {outcome.compaction_id}: {outcome.result}: {outcome.message}")
-        return 0
-    except AcidError as exc:
-        print(f"compaction {args.compaction_id} failed: {exc}", file=sys.stderr)
-        return 1
+        return _report(args.result_file, True, f"compaction {outcome.compaction_id}: {outcome.result}: {outcome.message}")
+    except Exception as exc:  # a Spark task failure arrives as a Py4J error wrapping the Python one
+        return _report(args.result_file, False, f"compaction {args.compaction_id} failed: {_reason(exc)}")
     finally:
         metastore.close()
         spark.stop()
+
+
+def _reason(exc: Exception) -> str:
+    """The useful line of an error: the AcidError itself, or the last line of a Python error raised in a task."""
+    if isinstance(exc, AcidError):
+        return str(exc)
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line.split(":", 1)[0] or "Exception" in line.split(":", 1)[0]]
+    return (errors[-1] if errors else lines[-1] if lines else type(exc).__name__)[:2000]
+
+
+def _report(result_file: str | None, ok: bool, message: str) -> int:
+    if result_file:
+        with open(result_file, "w", encoding="utf-8") as handle:
+            json.dump({"ok": ok, "message": message}, handle)
+    print(message, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -64,6 +64,15 @@ def build_session(app_name: str, *, master: str | None = None,
         SparkSetupError: pyspark's Python files and its JVM jars are different Spark versions (another package, such
             as pyspark-client, overwrote pyspark's Python files), which breaks every Python function run on Spark.
     """
+    if master is None and not os.environ.get(MASTER_ENV) and os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Launched by spark-submit: its --master (and --conf) already configured the JVM; do not override them.
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in (conf or {}).items():
+            builder = builder.config(str(key), str(value))
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("WARN")
+        check_pyspark_versions(session)
+        return session
     resolved = resolve_master(master)
     if _LOCAL_MASTER.fullmatch(resolved):
         # pyspark starts local Python workers with $PYSPARK_PYTHON, else `python3` from PATH: make it this interpreter.
