@@ -30,6 +30,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_snapshot_read.py
 	$(BIN)/python bench/bench_metastore.py
+	$(BIN)/python bench/bench_compaction.py
 
 clean:
 	rm -rf $(VENV) $(ACID_HOME)

@@ -39,6 +39,8 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
     environment = dict(os.environ)
     environment.setdefault("PYSPARK_PYTHON", sys.executable)
     environment.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    master = master or environment.get("ACID_SPARK_MASTER") or "local[*]"
+    environment.pop("ACID_SPARK_MASTER", None)  # spark-submit's --master decides; the job must not override it
     with tempfile.TemporaryDirectory(prefix="acid-compact-") as scratch:
         result_file = os.path.join(scratch, "result.json")
         command = spark_submit_command(compaction_id, metastore=metastore, master=master) + ["--result-file", result_file]

@@ -313,10 +313,15 @@ class _ReadUnits:
     include_row_id: bool
     schema: pa.Schema
 
+    slots: tuple[int, ...] = ()
+
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         reader, current = None, None
         for batch in batches:
-            for number in batch.column(0).to_pylist():
+            for slot in batch.column(0).to_pylist():
+                number = self.slots[slot] if self.slots else slot
+                if number < 0:  # padding of a lighter task
+                    continue
                 index, source, stripe = self.units[number]
                 partition = self.partitions[index]
                 if index != current:  # units come partition by partition: one partition's deletes in memory at a time
@@ -369,10 +374,40 @@ def read_table(spark: SparkSession, metastore: Metastore, database: str, table: 
     if not plan.units:
         return spark.createDataFrame([], schema)
     names = tuple(c.name for c in plan.table.columns)
+    tasks = max(1, min(len(plan.units), spark.sparkContext.defaultParallelism))
+    bins = _balanced_bins(plan, tasks)
+    width = max(len(units) for units in bins)
+    slots = tuple(unit for units in bins for unit in units + [-1] * (width - len(units)))
     read = _ReadUnits(plan.partitions, plan.units, plan.write_ids, names, include_row_id,
-                      to_arrow_schema(schema, timezone="UTC"))
-    slices = min(len(plan.units), max(1, spark.sparkContext.defaultParallelism) * 4)
-    return spark.range(0, len(plan.units), 1, slices).mapInArrow(read, schema)
+                      to_arrow_schema(schema, timezone="UTC"), slots)
+    # spark.range splits the slots evenly: task j gets slots [j*width, (j+1)*width), i.e. exactly bin j
+    return spark.range(0, len(slots), 1, tasks).mapInArrow(read, schema)
+
+
+def _balanced_bins(plan: TableReadPlan, tasks: int) -> list[list[int]]:
+    """The units cut into at most `tasks` contiguous runs of about equal estimated size (file bytes per stripe).
+
+    Contiguous runs keep the output in read order and one partition's delete events in memory at a time per task;
+    Python tasks have a fixed start-up cost, so one task per core beats many small ones.
+    """
+    stripes: dict[str, int] = {}
+    for _, source, _ in plan.units:
+        stripes[source.path] = stripes.get(source.path, 0) + 1
+    weights = []
+    for index, source, _ in plan.units:
+        size = source.length if source.length is not None else plan.partitions[index].fs.file_size(source.path)
+        weights.append(max(size, 1) / stripes[source.path])
+    total, bins, current, done = sum(weights), [], [], 0.0
+    for number, weight in enumerate(weights):
+        target = total * (len(bins) + 1) / tasks
+        # close the run before this unit when stopping here lands nearer the target than taking it would
+        if current and len(bins) < tasks - 1 and abs(done - target) <= abs(done + weight - target):
+            bins.append(current)
+            current = []
+        current.append(number)
+        done += weight
+    bins.append(current)
+    return bins
 
 
 # --- reader leases -----------------------------------------------------------------------------------------------

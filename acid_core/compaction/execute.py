@@ -9,6 +9,7 @@ function on its executors, the local runner in-process.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,10 @@ def _insert_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *, ap
     read = ReadPlan(None, work.inserts, work.deletes if apply_deletes else ())
     reader = _SnapshotReader(fs, read, plan.compactor_write_ids, with_keys=True,
                              max_delete_events_in_memory=max_delete_events_in_memory)
-    pieces = [(table, unit[0].path) for unit in reader.units() if (table := reader.read(unit)) is not None]
+    units = reader.units()
+    with ThreadPoolExecutor(max_workers=2) as pool:  # stripes decode in parallel (pyarrow releases the GIL)
+        tables = list(pool.map(reader.read, units))
+    pieces = [(table, unit[0].path) for unit, table in zip(units, tables) if table is not None]
     if not pieces:
         return None
     names = [c.name for c in plan.columns]

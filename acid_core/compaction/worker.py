@@ -11,6 +11,7 @@ the retry (or the cleaner) removes. Running a compaction that already finished c
 from __future__ import annotations
 
 import socket
+import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -72,12 +73,28 @@ class CompactionWorker:
                                        "only an initiated compaction can run")
         info = queue.claim(worker_id=self.worker_id, compaction_id=compaction_id)
         txn_id = None
+        stop = threading.Event()
         try:
             txn_id = self.metastore.txns.open_txn(txn_type=TxnType.COMPACTION, agent_info=f"compactor {self.worker_id}")
+            beats = threading.Thread(target=self._heartbeat, args=(txn_id, stop), daemon=True,
+                                     name=f"compaction-{compaction_id}-heartbeat")
+            beats.start()
             return self._compact(info, txn_id)
         except BaseException as exc:
             self._fail(info, txn_id, exc)
             raise
+        finally:
+            stop.set()
+
+    def _heartbeat(self, txn_id: int, stop: threading.Event) -> None:
+        """Keep the compactor transaction alive while tasks run (Hive's worker heartbeats too), so housekeeping does
+        not time it out under a long compaction."""
+        interval = max(1.0, self.metastore.txns.txn_timeout_ms / 1000 / 4)
+        while not stop.wait(interval):
+            try:
+                self.metastore.txns.heartbeat(txn_id)
+            except AcidError:
+                return
 
     def _compact(self, info: CompactionInfo, txn_id: int) -> Outcome:
         store = self.metastore
