@@ -1088,3 +1088,32 @@ def test_a_worker_that_lost_its_claim_cannot_fail_the_attempt_that_replaced_it(s
     assert acid_state(table).base.name == f"base_0000003_v{done.txn_id:07d}"
     assert read_rows(table) == rows
     assert entry(table, compaction_id) == done
+
+
+def test_the_compactor_transaction_is_heartbeated_while_tasks_run(tmp_path):
+    """A compaction that runs longer than hive.txn.timeout must not be timed out by housekeeping meanwhile."""
+    import time as _time
+
+    from acid_core.metastore.engine import ManualClock
+
+    clock = ManualClock()
+    ms = Metastore(f"sqlite:///{tmp_path}/m.db", warehouse=str(tmp_path / "wh"), clock=clock, txn_timeout_ms=4000)
+    ms.init()
+    try:
+        table = make_table(ms, "beats")
+        write_history(table, None)
+        queued = ms.compactions.enqueue("default", "beats", None, CompactionType.MAJOR)
+        timed_out = []
+
+        def slow_runner(plan):
+            clock.advance(3000)
+            _time.sleep(1.6)  # the heartbeat thread fires about once a second (timeout / 4)
+            clock.advance(3000)
+            timed_out.extend(ms.txns.perform_timeouts())
+            return local_runner(plan)
+
+        outcome = CompactionWorker(ms, runner=slow_runner).run(queued.compaction_id)
+        assert outcome.result == "compacted" and timed_out == []
+        assert ms.compactions.get(queued.compaction_id).state is CompactionState.READY_FOR_CLEANING
+    finally:
+        ms.close()
