@@ -27,7 +27,7 @@ from acid_core.validity import ValidTxnList, ValidWriteIdList
 
 DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY = 10_000_000
 ROW_ID_COLUMN = "row__id"
-_KEY_COLUMNS = ("__owid", "__bucket", "__rowid")
+KEY_COLUMNS = ("__owid", "__bucket", "__rowid")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +149,7 @@ def read_units(fs: FileSystem, plan: ReadPlan, *, sort_merge: bool) -> list[tupl
     return units
 
 
-class _SnapshotReader:
+class SnapshotReader:
     """Reads the insert sources of a plan and applies validity and delete filtering to each."""
 
     def __init__(self, fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, with_keys: bool,
@@ -225,8 +225,8 @@ class _SnapshotReader:
             alive = ~registry.deleted_mask(keys)
             keep = alive if keep is None else keep & alive
         if self.with_keys:
-            data = data.append_column(_KEY_COLUMNS[0], pa.array(keys.owid)).append_column(
-                _KEY_COLUMNS[1], pa.array(keys.bucket)).append_column(_KEY_COLUMNS[2], pa.array(keys.rowid))
+            data = data.append_column(KEY_COLUMNS[0], pa.array(keys.owid)).append_column(
+                KEY_COLUMNS[1], pa.array(keys.bucket)).append_column(KEY_COLUMNS[2], pa.array(keys.rowid))
         return data if keep is None else data.filter(pa.array(keep))
 
 
@@ -256,16 +256,16 @@ def _flatten_row(row: pa.ChunkedArray, num_rows: int) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=[fields.field(i).name for i in range(fields.num_fields)])
 
 
-def _conform(table: pa.Table, names: Sequence[str], source: str) -> pa.Table:
+def conform_columns(table: pa.Table, names: Sequence[str], source: str) -> pa.Table:
     """Rename data columns positionally (Hive writes `_col0`...); add nulls for columns the file predates."""
-    data_names = [n for n in table.column_names if n not in _KEY_COLUMNS]
+    data_names = [n for n in table.column_names if n not in KEY_COLUMNS]
     if len(data_names) > len(names):
         raise SchemaMismatchError(f"{source}: file has {len(data_names)} columns, the table only {len(names)} ({list(names)})")
     columns = [table.column(n) for n in data_names]
     for _ in range(len(names) - len(data_names)):
         columns.append(pa.nulls(table.num_rows))
-    keys = [table.column(n) for n in _KEY_COLUMNS if n in table.column_names]
-    return pa.Table.from_arrays(columns + keys, names=list(names) + [n for n in _KEY_COLUMNS if n in table.column_names])
+    keys = [table.column(n) for n in KEY_COLUMNS if n in table.column_names]
+    return pa.Table.from_arrays(columns + keys, names=list(names) + [n for n in KEY_COLUMNS if n in table.column_names])
 
 
 def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, include_row_id: bool = False,
@@ -273,7 +273,7 @@ def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, in
               max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, threads: int = 2) -> pa.Table:
     """Execute a read plan into one table (data columns, then `row__id` when asked for)."""
     with_keys = include_row_id or order_by_row_id
-    reader = _SnapshotReader(fs, plan, write_ids, with_keys=with_keys,
+    reader = SnapshotReader(fs, plan, write_ids, with_keys=with_keys,
                              max_delete_events_in_memory=max_delete_events_in_memory)
     units = reader.units()
     if threads > 1 and len(units) > 1:
@@ -285,9 +285,9 @@ def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, in
     names = list(column_names) if column_names else _column_names(pairs)
     if not pairs:
         return _empty_result(names, include_row_id)
-    table = pa.concat_tables([_conform(t, names, path) for t, path in pairs], promote_options="permissive")
+    table = pa.concat_tables([conform_columns(t, names, path) for t, path in pairs], promote_options="permissive")
     if order_by_row_id:
-        order = np.lexsort([table.column(n).to_numpy() for n in reversed(_KEY_COLUMNS)])
+        order = np.lexsort([table.column(n).to_numpy() for n in reversed(KEY_COLUMNS)])
         table = table.take(pa.array(order))
     return _finish_keys(table, include_row_id)
 
@@ -295,11 +295,11 @@ def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, in
 def _finish_keys(table: pa.Table, include_row_id: bool) -> pa.Table:
     """Turn the key columns into the leading `row__id` struct, or drop them."""
     if include_row_id:
-        row_id = pa.StructArray.from_arrays([table.column(n).combine_chunks() for n in _KEY_COLUMNS],
+        row_id = pa.StructArray.from_arrays([table.column(n).combine_chunks() for n in KEY_COLUMNS],
                                             names=["writeid", "bucketid", "rowid"])
-        table = table.drop_columns(list(_KEY_COLUMNS))
+        table = table.drop_columns(list(KEY_COLUMNS))
         return table.add_column(0, ROW_ID_COLUMN, row_id)
-    return table.drop_columns([n for n in _KEY_COLUMNS if n in table.column_names])
+    return table.drop_columns([n for n in KEY_COLUMNS if n in table.column_names])
 
 
 class PartitionReader:
@@ -314,7 +314,7 @@ class PartitionReader:
     def __init__(self, fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, column_names: Sequence[str],
                  include_row_id: bool = False, sort_merge: bool | None = None,
                  max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> None:
-        self._reader = _SnapshotReader(fs, plan, write_ids, with_keys=include_row_id,
+        self._reader = SnapshotReader(fs, plan, write_ids, with_keys=include_row_id,
                                        max_delete_events_in_memory=max_delete_events_in_memory, sort_merge=sort_merge)
         self.column_names = tuple(column_names)
         self.include_row_id = include_row_id
@@ -336,14 +336,14 @@ class PartitionReader:
         table = self._reader.read(unit)
         if table is None or table.num_rows == 0:
             return None
-        return _finish_keys(_conform(table, self.column_names, unit[0].path), self.include_row_id)
+        return _finish_keys(conform_columns(table, self.column_names, unit[0].path), self.include_row_id)
 
 
 def _column_names(pairs: list[tuple[pa.Table, str]]) -> list[str]:
     """Column names from the widest file read (file names are used when the caller gives none)."""
     best: list[str] = []
     for table, _ in pairs:
-        names = [n for n in table.column_names if n not in _KEY_COLUMNS]
+        names = [n for n in table.column_names if n not in KEY_COLUMNS]
         if len(names) > len(best):
             best = names
     return best

@@ -19,7 +19,8 @@ from acid_core.compaction.plan import BucketWork, CompactionPlan
 from acid_core.delete_events import KeyArrays, valid_write_id_mask
 from acid_core.fs import FileSystem
 from acid_core.layout import bucket_file_name
-from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, ReadPlan, _conform, _KEY_COLUMNS, _SnapshotReader
+from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, KEY_COLUMNS, ReadPlan, SnapshotReader,
+                             conform_columns)
 from acid_core.metastore.compactions import CompactionType
 from acid_core.orc_columnar import event_table, null_rows, write_event_table
 from acid_core.orc_events import CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, EventFile
@@ -41,7 +42,7 @@ def _insert_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *, ap
                    max_delete_events_in_memory: int) -> pa.Table | None:
     """The bucket's visible insert events as data columns plus key columns, in key order."""
     read = ReadPlan(None, work.inserts, work.deletes if apply_deletes else ())
-    reader = _SnapshotReader(fs, read, plan.compactor_write_ids, with_keys=True,
+    reader = SnapshotReader(fs, read, plan.compactor_write_ids, with_keys=True,
                              max_delete_events_in_memory=max_delete_events_in_memory)
     units = reader.units()
     with ThreadPoolExecutor(max_workers=2) as pool:  # stripes decode in parallel (pyarrow releases the GIL)
@@ -50,21 +51,21 @@ def _insert_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *, ap
     if not pieces:
         return None
     names = [c.name for c in plan.columns]
-    table = pa.concat_tables([_conform(t, names, path) for t, path in pieces], promote_options="permissive")
-    keys = KeyArrays(*(table.column(n).to_numpy() for n in _KEY_COLUMNS))
+    table = pa.concat_tables([conform_columns(t, names, path) for t, path in pieces], promote_options="permissive")
+    keys = KeyArrays(*(table.column(n).to_numpy() for n in KEY_COLUMNS))
     order = _sorted(keys)
     return table if order is None else table.take(pa.array(order))
 
 
 def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str, table: pa.Table) -> int:
     names = [c.name for c in plan.columns]
-    owid = table.column(_KEY_COLUMNS[0]).to_numpy()
+    owid = table.column(KEY_COLUMNS[0]).to_numpy()
     data = table.select(names).combine_chunks()
     rows = pa.StructArray.from_arrays([data.column(i).chunk(0) if data.column(i).num_chunks
                                        else pa.array([], data.schema.field(i).type) for i in range(len(names))],
                                       names=names)
-    events = event_table(INSERT_OPERATION, owid, table.column(_KEY_COLUMNS[1]).to_numpy(),
-                         table.column(_KEY_COLUMNS[2]).to_numpy(), owid, rows)
+    events = event_table(INSERT_OPERATION, owid, table.column(KEY_COLUMNS[1]).to_numpy(),
+                         table.column(KEY_COLUMNS[2]).to_numpy(), owid, rows)
     path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
     return write_event_table(fs, path, events, compression=plan.compression, columns=plan.columns).inserts
 
