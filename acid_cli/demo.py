@@ -1,8 +1,9 @@
 """`make run` until the Airflow platform lands: a demo warehouse and metastore under ACID_HOME.
 
 It creates (or reuses) `demo.events` (unpartitioned) and `demo.sales` (partitioned by day) with `acid sql`, streams
-transaction batches into them (some transactions aborted), deletes a row in its own transaction, and shows what
-`acid sql` and `acid read` report. Re-running adds more transactions. The `acid` command run with the same ACID_HOME
+transaction batches into them (some transactions aborted), deletes a row in its own transaction, runs a major
+compaction of `demo.events` through `acid compact run` (spark-submit on local Spark), and shows what `acid sql` and
+`acid read` report. Re-running adds more transactions. The `acid` command run with the same ACID_HOME
 sees the same metastore and warehouse.
 """
 
@@ -78,13 +79,21 @@ def main() -> int:
         print(f"$ acid sql \"{statement}\"")
         run_script(statement, metastore=store)
         print()
+    print('$ acid sql "ALTER TABLE demo.events COMPACT \'major\'"')
+    run_script("ALTER TABLE demo.events COMPACT 'major'", metastore=store)
+    queued = [c for c in store.compactions.show(database="demo", table="events") if c.state.value == "i"]
+    for entry in queued:
+        print(f"\n$ acid compact run {entry.id}   (spark-submit, local Spark)")
+        acid(["compact", "run", str(entry.id), "--metastore", store.url])
+    print('\n$ acid sql "SHOW COMPACTIONS"')
+    run_script("SHOW COMPACTIONS", metastore=store)
     ids = store.txns.valid_write_ids("demo", "events")
-    print(f"$ acid inspect {events} --write-ids {ids}")
+    print(f"\n$ acid inspect {events} --write-ids {ids}")
     acid(["inspect", events, "--write-ids", str(ids)])
     print(f"\n$ acid read {events} --write-ids {ids} --row-id")
     acid(["read", events, "--write-ids", str(ids), "--row-id"])
-    print("\nRun `make run` again to add more transactions; compaction on Spark and the Airflow DAGs arrive with the "
-          "next issues.")
+    print("\nRun `make run` again to add more transactions; the Airflow DAGs (initiator, cleaner) arrive with the next "
+          "issue.")
     store.close()
     return 0
 
