@@ -147,7 +147,7 @@ class TxnStore:
             return TxnAbortedError(f"cannot {action} transaction {txn_id}: it was aborted")
         if state is None:
             return NoSuchTxnError(f"cannot {action} transaction {txn_id}: no such transaction "
-                                  "(never opened, or already committed)")
+                                  "(never opened, already committed, or aborted and cleaned up)")
         return TxnStateError(f"cannot {action} transaction {txn_id}: it is in state {state!r}")
 
     def require_open(self, conn: Connection, txn_id: int, action: str) -> int:

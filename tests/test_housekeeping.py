@@ -1,0 +1,182 @@
+"""housekeep(): each of Hive's housekeeping steps against a real metastore (SQLite and PostgreSQL) and the test clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from acid_core.errors import UsageError
+from acid_core.housekeeping import HousekeepingReport, housekeep
+from acid_core.metastore import schema as s
+from acid_core.metastore.compactions import CompactionState, CompactionType, HistoryRetention
+from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.metastore.txns import Operation, TxnType
+
+TXN_TIMEOUT_MS = 300_000
+
+
+def _txn_states(ms) -> dict[int, str]:
+    return {info.txn_id: info.state for info in ms.txns.show_transactions()}
+
+
+def _write_set_rows(ms) -> int:
+    return ms.db.run("count", lambda conn: conn.execute(sa.select(sa.func.count()).select_from(s.write_set))
+                     .scalar_one(), write=False)
+
+
+def _assert_second_run_changes_nothing(ms, **options) -> None:
+    again = housekeep(ms, **options)
+    assert again == HousekeepingReport()
+    assert not again.changed
+
+
+def test_timed_out_txn_is_aborted_and_its_locks_released_heartbeated_one_survives(ms, clock):
+    stale, alive = ms.txns.open_txns(2)
+    ms.locks.acquire([LockComponent("default", "t", None, LockType.SHARED_READ)], txn_id=stale)
+    clock.advance(TXN_TIMEOUT_MS // 2 + 1)
+    ms.txns.heartbeat(alive)
+    clock.advance(TXN_TIMEOUT_MS // 2 + 1)
+
+    report = housekeep(ms)
+
+    assert report.timed_out_txns == (stale,)
+    assert ms.locks.show_locks() == []
+    assert _txn_states(ms) == {alive: "o"}  # the stale one wrote nothing, so step 5 forgot it as well
+    assert report.removed_aborted_txns == (stale,)
+    _assert_second_run_changes_nothing(ms)
+
+
+def test_aborted_txn_that_wrote_something_is_kept_and_its_write_id_stays_invalid(ms):
+    with_write_id, empty, with_component = ms.txns.open_txns(3)
+    write_id = ms.txns.allocate_write_ids([with_write_id], "default", "t")[with_write_id]
+    ms.txns.add_components(with_component, "default", "u", [None], Operation.INSERT)
+    for txn_id in (with_write_id, empty, with_component):
+        ms.txns.abort(txn_id)
+
+    report = housekeep(ms)
+
+    assert report.removed_aborted_txns == (empty,)
+    assert _txn_states(ms) == {with_write_id: "a", with_component: "a"}
+    assert write_id in ms.txns.valid_write_ids("default", "t").aborted_ids
+    _assert_second_run_changes_nothing(ms)
+
+
+def test_empty_aborted_txns_are_kept_when_asked(ms):
+    txn_id = ms.txns.open_txn()
+    ms.txns.abort(txn_id)
+
+    assert housekeep(ms, clean_empty_aborted=False).removed_aborted_txns == ()
+    assert _txn_states(ms) == {txn_id: "a"}
+
+
+def test_write_set_rows_go_once_no_open_txn_can_conflict(ms):
+    older, updater = ms.txns.open_txns(2)
+    ms.txns.allocate_write_ids([updater], "default", "t")
+    ms.txns.add_components(updater, "default", "t", [None], Operation.UPDATE)
+    ms.txns.commit(updater)
+    assert _write_set_rows(ms) == 1
+
+    assert housekeep(ms).removed_write_set_rows == 0  # `older` began before that commit: it may still conflict
+    assert _write_set_rows(ms) == 1
+
+    ms.txns.commit(older)
+    assert housekeep(ms).removed_write_set_rows == 1
+    assert _write_set_rows(ms) == 0
+    _assert_second_run_changes_nothing(ms)
+
+
+def _claimed_compaction(ms, partition: str, worker_id: str) -> tuple[int, int]:
+    compaction_id = ms.compactions.enqueue("default", "t", partition, CompactionType.MAJOR).compaction_id
+    ms.compactions.claim(worker_id=worker_id, compaction_id=compaction_id)
+    txn_id = ms.txns.open_txn(txn_type=TxnType.COMPACTION, agent_info=f"compactor {worker_id}")
+    ms.compactions.set_compactor_txn(compaction_id, txn_id, 1)
+    return compaction_id, txn_id
+
+
+def test_dead_worker_is_reverted_its_txn_aborted_and_only_its_hidden_dirs_removed(ms, clock):
+    table = ms.catalog.create_table("default", "t", [("id", "int")], partition_keys=[("p", "string")],
+                                    params={"transactional": "true"})
+    worker_timeout_ms = 600_000
+    dead, dead_txn = _claimed_compaction(ms, "p=1", "hung-worker")
+    clock.advance(worker_timeout_ms // 2)
+    live, live_txn = _claimed_compaction(ms, "p=2", "live-worker")
+    part1, part2 = Path(table.partition_location("p=1")), Path(table.partition_location("p=2"))
+    doomed = part1 / f".base_0000001_v{dead_txn:07d}.tmp-c{dead}"
+    kept = [part1 / "base_0000001", part1 / "delta_0000002_0000002_0000", part1 / f".base_0000001.tmp-c{live}",
+            part1 / f"base_0000001_v{dead_txn:07d}", part2 / f".base_0000001_v{live_txn:07d}.tmp-c{live}",
+            part2 / f".base_0000001.tmp-c{dead}"]
+    for directory in [doomed, *kept]:
+        (directory / "bucket_00000").mkdir(parents=True)
+    for _ in range(3):  # both workers' heartbeat threads keep their transactions alive
+        clock.advance(worker_timeout_ms // 4)
+        ms.txns.heartbeat(dead_txn)
+        ms.txns.heartbeat(live_txn)
+
+    report = housekeep(ms, worker_timeout_ms=worker_timeout_ms)
+
+    assert report.timed_out_txns == ()
+    assert report.reverted_compactions == (dead,)
+    assert report.aborted_compactor_txns == (dead_txn,)
+    assert report.removed_directories == (str(doomed),)
+    assert not doomed.exists() and all(directory.exists() for directory in kept)
+    assert ms.compactions.get(dead).state is CompactionState.INITIATED
+    assert ms.compactions.get(live).state is CompactionState.WORKING
+    assert _txn_states(ms) == {dead_txn: "a", live_txn: "o"}  # the aborted one keeps its COMPACT component
+    _assert_second_run_changes_nothing(ms, worker_timeout_ms=worker_timeout_ms)
+
+
+def test_dead_worker_whose_txn_timed_out_is_reverted_and_its_hidden_dir_removed(ms, clock):
+    table = ms.catalog.create_table("default", "t", [("id", "int")], params={"transactional": "true"})
+    dead, dead_txn = _claimed_compaction(ms, None, "dead-worker")
+    hidden = Path(table.location) / f".base_0000001_v{dead_txn:07d}.tmp-c{dead}"
+    hidden.mkdir(parents=True)
+    clock.advance(86_400_001)
+
+    report = housekeep(ms)
+
+    assert report.timed_out_txns == (dead_txn,)
+    assert report.reverted_compactions == (dead,)
+    assert report.aborted_compactor_txns == ()  # step 1 aborted it already
+    assert report.removed_directories == (str(hidden),) and not hidden.exists()
+    _assert_second_run_changes_nothing(ms)
+
+
+def test_stale_reader_lease_expires_heartbeated_one_stays(ms, clock):
+    stale = ms.leases.acquire("default", "t").lease_id
+    alive = ms.leases.acquire("default", "t").lease_id
+    clock.advance(200_000)
+    ms.leases.heartbeat(alive)
+    clock.advance(200_000)
+
+    assert housekeep(ms, lease_timeout_ms=300_000).expired_leases == (stale,)
+    assert [lease["RL_ID"] for lease in ms.leases.list()] == [alive]
+    _assert_second_run_changes_nothing(ms, lease_timeout_ms=300_000)
+
+
+def test_compaction_history_is_purged_to_the_retention(ms, clock):
+    failed = []
+    for attempt in range(4):
+        compaction_id = ms.compactions.enqueue("default", "t", None, CompactionType.MINOR).compaction_id
+        ms.compactions.mark_failed(compaction_id, f"attempt {attempt}")
+        failed.append(compaction_id)
+        clock.advance(1_000)
+
+    report = housekeep(ms, history=HistoryRetention(failed=2))
+
+    assert report.purged_history == 2
+    assert sorted(entry.id for entry in ms.compactions.show()) == failed[2:]
+    _assert_second_run_changes_nothing(ms, history=HistoryRetention(failed=2))
+
+
+def test_nothing_to_do_on_a_fresh_metastore(ms):
+    report = housekeep(ms)
+    assert report == HousekeepingReport() and not report.changed
+    assert report.summary().startswith("timed out 0 transactions")
+
+
+@pytest.mark.parametrize("option", ["worker_timeout_ms", "lease_timeout_ms"])
+def test_non_positive_timeouts_are_refused(ms, option):
+    with pytest.raises(UsageError, match=option):
+        housekeep(ms, **{option: 0})
