@@ -1,0 +1,276 @@
+"""Hive's compaction Initiator: which partitions to look at, whether to compact them, and how.
+
+`find_candidates` does not scan partitions: like Hive's findPotentialCompactions it reads COMPLETED_TXN_COMPONENTS
+(partitions written since the last run, or whose newest history entry failed / did not initiate) and the aborted
+transactions per partition (TXNS + TXN_COMPONENTS). `decide` applies Hive's isEligibleForCompaction and
+checkForCompaction / determineCompactionType (hive-acid-reference.md section 7); `run_initiator` queues the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from acid_core.errors import AcidError, MetastoreError, NoSuchObjectError
+from acid_core.layout import parse_bucket_file
+from acid_core.metastore import Metastore
+from acid_core.metastore import schema as s
+from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.txns import TXN_ABORTED, full_table_name
+from acid_core.state import DirectoryState, get_acid_state
+from acid_core.validity import ValidCompactorWriteIdList
+
+# Hive's defaults (HiveConf / MetastoreConf).
+ABORTED_THRESHOLD = 1000  # hive.compactor.abortedtxn.threshold
+ABORTED_TIME_THRESHOLD_MS = 12 * 3600 * 1000  # hive.compactor.aborted.txn.time.threshold
+DELTA_NUM_THRESHOLD = 10  # hive.compactor.delta.num.threshold
+DELTA_PCT_THRESHOLD = 0.1  # hive.compactor.delta.pct.threshold
+FAILED_THRESHOLD = 2  # metastore.compactor.initiator.failed.compacts.threshold
+FAILED_RETRY_TIME_MS = 7 * 24 * 3600 * 1000  # metastore.compactor.initiator.failed.retry.time
+PCT_PROPERTY = "compactorthreshold.hive.compactor.delta.pct.threshold"
+NUM_PROPERTY = "compactorthreshold.hive.compactor.delta.num.threshold"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A partition the initiator should look at (`partition` is None for an unpartitioned table)."""
+
+    database: str
+    table: str
+    partition: str | None
+    too_many_aborts: bool = False
+    has_old_abort: bool = False
+    aborted_count: int = 0
+    oldest_abort_ms: int | None = None
+
+    @property
+    def full_partition_name(self) -> str:
+        name = f"{self.database}.{self.table}"
+        return f"{name}/{self.partition}" if self.partition is not None else name
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the initiator decided for one candidate: a compaction type, or None with the reason it skipped."""
+
+    candidate: Candidate
+    compaction_type: CompactionType | None
+    reason: str
+    compaction_id: int | None = None  # set by run_initiator when a request was queued (or already was)
+
+
+def _same_partition(column, partition: str | None):
+    return column.is_(None) if partition is None else column == partition
+
+
+def find_candidates(metastore: Metastore, *, last_checked_ms: int | None,
+                    aborted_threshold: int = ABORTED_THRESHOLD,
+                    aborted_time_threshold_ms: int = ABORTED_TIME_THRESHOLD_MS) -> list[Candidate]:
+    """Hive's findPotentialCompactions: written partitions, retries of failed ones, and partitions with aborts.
+
+    Args:
+        last_checked_ms: start of the previous initiator run; only partitions with commits at or after it are
+            candidates (all written partitions when None). Partitions whose newest history entry is failed or did
+            not initiate are candidates regardless.
+        aborted_threshold: more aborted transactions than this in a partition flags `too_many_aborts`.
+        aborted_time_threshold_ms: an aborted transaction that started longer ago flags `has_old_abort`
+            (negative disables the check, as in Hive).
+    """
+    ctc, cc, tc, txns = s.completed_txn_components.c, s.completed_compactions.c, s.txn_components.c, s.txns.c
+    now = metastore.db.clock.now_ms()
+
+    def read(conn: Connection) -> tuple[set, list]:
+        written = sa.select(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION).where(ctc.CTC_TABLE.is_not(None))
+        if last_checked_ms is not None:
+            written = written.where(ctc.CTC_TIMESTAMP >= last_checked_ms)
+        keys = set(conn.execute(written.distinct()).all())
+
+        newest = (sa.select(sa.func.max(cc.CC_ID).label("newest"))
+                  .group_by(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION).subquery())
+        has_components = sa.exists().where(ctc.CTC_DATABASE == cc.CC_DATABASE, ctc.CTC_TABLE == cc.CC_TABLE,
+                                           ctc.CTC_PARTITION.is_not_distinct_from(cc.CC_PARTITION))
+        keys.update(conn.execute(sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
+                                 .join(newest, cc.CC_ID == newest.c.newest)
+                                 .where(cc.CC_STATE.in_((CompactionState.FAILED.value,
+                                                         CompactionState.DID_NOT_INITIATE.value)), has_components))
+                    .all())
+
+        aborted = conn.execute(
+            sa.select(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, sa.func.min(txns.TXN_STARTED), sa.func.count())
+            .select_from(s.txns.join(s.txn_components, txns.TXN_ID == tc.TC_TXNID))
+            .where(txns.TXN_STATE == TXN_ABORTED, tc.TC_TABLE.is_not(None))
+            .group_by(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION)).all()
+        return keys, aborted
+
+    keys, aborted = metastore.db.run("find potential compactions", read, write=False, snapshot=True)
+    candidates = {tuple(key): Candidate(*key) for key in keys}
+    for database, table, partition, oldest, count in aborted:
+        too_many = count > aborted_threshold
+        too_old = aborted_time_threshold_ms >= 0 and oldest + aborted_time_threshold_ms < now
+        if too_many or too_old:
+            candidates[(database, table, partition)] = Candidate(database, table, partition, too_many, too_old,
+                                                                 count, oldest)
+    return [candidates[key] for key in sorted(candidates, key=lambda k: (k[0], k[1], k[2] or ""))]
+
+
+def _skip(candidate: Candidate, reason: str) -> Decision:
+    return Decision(candidate, None, reason)
+
+
+def _queued_or_working(metastore: Metastore, candidate: Candidate) -> tuple[int, str] | None:
+    cq = s.compaction_queue.c
+    row = metastore.db.run("look for a queued compaction", lambda conn: conn.execute(
+        sa.select(cq.CQ_ID, cq.CQ_STATE).where(
+            cq.CQ_DATABASE == candidate.database, cq.CQ_TABLE == candidate.table,
+            _same_partition(cq.CQ_PARTITION, candidate.partition),
+            cq.CQ_STATE.in_((CompactionState.INITIATED.value, CompactionState.WORKING.value)))
+        .order_by(cq.CQ_ID).limit(1)).first(), write=False)
+    return (row.CQ_ID, CompactionState(row.CQ_STATE).display) if row is not None else None
+
+
+def _failed_too_often(metastore: Metastore, candidate: Candidate, threshold: int, retry_time_ms: int) -> str | None:
+    """Hive's checkFailedCompactions: the newest `threshold` succeeded/failed entries all failed, no retry due yet."""
+    if threshold <= 0:
+        return None
+    cc = s.completed_compactions.c
+    rows = metastore.db.run("read compaction history", lambda conn: conn.execute(
+        sa.select(cc.CC_STATE, cc.CC_ENQUEUE_TIME).where(
+            cc.CC_DATABASE == candidate.database, cc.CC_TABLE == candidate.table,
+            _same_partition(cc.CC_PARTITION, candidate.partition),
+            cc.CC_STATE.in_((CompactionState.SUCCEEDED.value, CompactionState.FAILED.value)))
+        .order_by(cc.CC_ID.desc()).limit(threshold)).all(), write=False)
+    if len(rows) < threshold or any(state != CompactionState.FAILED.value for state, _ in rows):
+        return None
+    newest_enqueue = rows[0].CC_ENQUEUE_TIME or 0
+    if retry_time_ms > 0 and newest_enqueue + retry_time_ms < metastore.db.clock.now_ms():
+        return None
+    return (f"compaction is not initiated since the last {threshold} consecutive compaction attempts failed "
+            f"(failed.compacts.threshold {threshold}; retried after failed.retry.time {retry_time_ms} ms)")
+
+
+def _threshold(table: TableInfo, key: str, default: float, kind: type) -> float:
+    text = table.param(key)
+    if text is None:
+        return default
+    try:
+        return kind(text.strip())
+    except ValueError:
+        raise MetastoreError(f"table {table.full_name}: property {key}={text!r} is not a valid {kind.__name__}; "
+                             "fix or unset it") from None
+
+
+def _bucket_bytes(state: DirectoryState, name: str) -> int:
+    return sum(child.size for child in state.listing.children(name)
+               if not child.is_dir and parse_bucket_file(child.name) is not None)
+
+
+def _sizes(state: DirectoryState) -> tuple[int, int]:
+    """Hive's getBaseSize (base files, else original files) and the bytes of all current deltas."""
+    if state.base is not None:
+        base_size = _bucket_bytes(state, state.base.name)
+    else:
+        wanted = set(state.original_files)
+        base_size = sum(entry.size for entry in state.listing.entries if not entry.is_dir and entry.name in wanted)
+        base_size += sum(f.size for f in state.listing.original_dir_files if f.name in wanted)
+    return base_size, sum(_bucket_bytes(state, delta.name) for delta in state.deltas)
+
+
+def _compaction_type(table: TableInfo, state: DirectoryState, *, delta_num_threshold: int,
+                     delta_pct_threshold: float) -> tuple[CompactionType | None, str]:
+    """Hive's determineCompactionType, with the numbers that decided it."""
+    base_size, delta_size = _sizes(state)
+    no_base = base_size == 0 and delta_size > 0
+    if not no_base:
+        pct = _threshold(table, PCT_PROPERTY, delta_pct_threshold, float)
+        if base_size > 0 and delta_size / base_size > pct:
+            return CompactionType.MAJOR, (f"delta size {delta_size} / base size {base_size} = "
+                                          f"{delta_size / base_size:.3g} > delta.pct.threshold {pct}")
+        if delta_size == 0 and any(name.startswith("base_") for name in state.obsolete):
+            return CompactionType.MAJOR, "no delta data but several bases"
+    num = int(_threshold(table, NUM_PROPERTY, delta_num_threshold, int))
+    count = len(state.deltas)
+    if count <= num:
+        return None, f"{count} deltas <= delta.num.threshold {num}" + ("" if no_base else
+                                                                      ", delta/base size within delta.pct.threshold")
+    if no_base:
+        return CompactionType.MAJOR, f"{count} deltas > delta.num.threshold {num} and no base"
+    return CompactionType.MINOR, f"{count} deltas > delta.num.threshold {num}"
+
+
+def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: int = DELTA_NUM_THRESHOLD,
+           delta_pct_threshold: float = DELTA_PCT_THRESHOLD, failed_threshold: int = FAILED_THRESHOLD,
+           failed_retry_time_ms: int = FAILED_RETRY_TIME_MS) -> Decision:
+    """Hive's isEligibleForCompaction then checkForCompaction for one candidate.
+
+    Raises:
+        AcidError: the partition cannot be examined (unreadable directory, bad threshold property, metastore error).
+    """
+    try:
+        table = metastore.catalog.get_table(candidate.database, candidate.table)
+    except NoSuchObjectError:
+        return _skip(candidate, f"table {candidate.database}.{candidate.table} no longer exists")
+    if not table.is_transactional:
+        return _skip(candidate, f"table {table.full_name} is not a full ACID table")
+    if table.no_auto_compaction:
+        return _skip(candidate, f"table {table.full_name} has no_auto_compaction=true")
+    if metastore.catalog.get_database(candidate.database).no_auto_compaction:
+        return _skip(candidate, f"database {candidate.database} has no_auto_compaction=true")
+    if table.partition_keys and candidate.partition is None:
+        return _skip(candidate, f"table {table.full_name} is partitioned: a table-level entry (dynamic-partition "
+                                "write) is not compacted")
+    queued = _queued_or_working(metastore, candidate)
+    if queued is not None:
+        return _skip(candidate, f"compaction {queued[0]} is already {queued[1]} for {candidate.full_partition_name}")
+    failed = _failed_too_often(metastore, candidate, failed_threshold, failed_retry_time_ms)
+    if failed is not None:
+        return _skip(candidate, failed)
+    if candidate.too_many_aborts:
+        return Decision(candidate, CompactionType.MAJOR,
+                        f"{candidate.aborted_count} aborted transactions > abortedtxn.threshold")
+    if candidate.has_old_abort:
+        return Decision(candidate, CompactionType.MINOR,
+                        f"an aborted transaction started at {candidate.oldest_abort_ms} is older than "
+                        "aborted.txn.time.threshold")
+    name = full_table_name(table.database, table.name)
+    write_ids = ValidCompactorWriteIdList.from_reader(metastore.txns.snapshot([name]).write_ids[name])
+    state = get_acid_state(table.partition_location(candidate.partition), write_ids=write_ids)
+    compaction_type, reason = _compaction_type(table, state, delta_num_threshold=delta_num_threshold,
+                                               delta_pct_threshold=delta_pct_threshold)
+    return Decision(candidate, compaction_type, reason)
+
+
+def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_ms: int | None = None,
+                  aborted_threshold: int = ABORTED_THRESHOLD,
+                  aborted_time_threshold_ms: int = ABORTED_TIME_THRESHOLD_MS,
+                  delta_num_threshold: int = DELTA_NUM_THRESHOLD, delta_pct_threshold: float = DELTA_PCT_THRESHOLD,
+                  failed_threshold: int = FAILED_THRESHOLD,
+                  failed_retry_time_ms: int = FAILED_RETRY_TIME_MS) -> list[Decision]:
+    """One initiator cycle: find candidates, decide each, queue the compactions (nothing is written on a dry run).
+
+    A candidate whose decision raised an AcidError gets a `did not initiate` history entry (it makes the partition
+    a candidate again next cycle, as in Hive) and a Decision without a type saying why.
+    """
+    initiator_id = f"{metastore.db.identity.host}-initiator"
+    decisions = []
+    for candidate in find_candidates(metastore, last_checked_ms=last_checked_ms, aborted_threshold=aborted_threshold,
+                                     aborted_time_threshold_ms=aborted_time_threshold_ms):
+        try:
+            decision = decide(metastore, candidate, delta_num_threshold=delta_num_threshold,
+                              delta_pct_threshold=delta_pct_threshold, failed_threshold=failed_threshold,
+                              failed_retry_time_ms=failed_retry_time_ms)
+        except AcidError as exc:
+            decision = _skip(candidate, f"could not decide: {exc}")
+            if not dry_run:
+                metastore.compactions.record_did_not_initiate(
+                    candidate.database, candidate.table, candidate.partition, CompactionType.MAJOR, str(exc),
+                    initiator_id=initiator_id)
+        if decision.compaction_type is not None and not dry_run:
+            result = metastore.compactions.enqueue(candidate.database, candidate.table, candidate.partition,
+                                                   decision.compaction_type, initiator_id=initiator_id)
+            reason = decision.reason if result.accepted else f"{decision.reason}; not queued: {result.message}"
+            decision = replace(decision, reason=reason, compaction_id=result.compaction_id)
+        decisions.append(decision)
+    return decisions

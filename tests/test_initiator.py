@@ -1,0 +1,312 @@
+"""The initiator (Hive's Initiator, hive-acid-reference.md section 7) over real transactions and real files.
+
+Tables are written with EmbeddedWriter inside metastore transactions (open, allocate write ids, add components, write,
+commit or abort); bases come from the real compaction worker. Every test runs on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from acid_core.compaction.initiator import (Candidate, decide, find_candidates, run_initiator)
+from acid_core.compaction.worker import CompactionWorker
+from acid_core.metastore import Metastore
+from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.txns import Operation
+from acid_core.writer import EmbeddedWriter
+
+MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR
+COLUMNS = (("id", "int"), ("name", "string"))
+HOUR_MS = 3600 * 1000
+
+
+@dataclass
+class Table:
+    ms: Metastore
+    info: TableInfo
+    writer: EmbeddedWriter
+    next_id: int = 0
+
+    def write(self, count: int = 1, *, partition: dict | None = None, abort: bool = False) -> int:
+        """One transaction inserting `count` rows; returns its write id."""
+        txns, info = self.ms.txns, self.info
+        txn_id = txns.open_txn()
+        write_id = txns.allocate_write_ids([txn_id], info.database, info.name)[txn_id]
+        txns.add_components(txn_id, info.database, info.name, [info.partition_name(partition or {})], Operation.INSERT)
+        rows = [(self.next_id + i, f"row {self.next_id + i} " + "x" * 40) for i in range(count)]
+        self.next_id += count
+        self.writer.insert(rows, write_id=write_id, partition=partition)
+        (txns.abort if abort else txns.commit)(txn_id)
+        return write_id
+
+    def compact_major(self) -> None:
+        """A base from the real worker (then the initiator sees a base and no current deltas).
+
+        One more small delta first: the worker refuses a MAJOR compaction of a single delta.
+        """
+        self.write(1)
+        result = self.ms.compactions.enqueue(self.info.database, self.info.name, None, MAJOR)
+        assert CompactionWorker(self.ms).run(result.compaction_id).result == "compacted"
+
+
+def make_table(ms: Metastore, name: str, *, database: str = "default", partitioned: bool = False,
+               params: dict | None = None) -> Table:
+    info = ms.catalog.create_table(database, name, COLUMNS, partition_keys=[("p", "string")] if partitioned else (),
+                                   params={"transactional": "true", **(params or {})})
+    return Table(ms, info, EmbeddedWriter(info.location, columns=info.columns,
+                                          partition_keys=[k.name for k in info.partition_keys]))
+
+
+def decisions_by_table(decisions) -> dict:
+    return {(d.candidate.table, d.candidate.partition): d for d in decisions}
+
+
+def queued(ms: Metastore) -> list:
+    return [e for e in ms.compactions.show() if e.state is CompactionState.INITIATED]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# checkForCompaction
+
+
+def test_enough_deltas_over_a_base_start_a_minor_compaction(ms):
+    table = make_table(ms, "t")
+    table.write(500)
+    table.compact_major()
+    for _ in range(4):
+        table.write(1)
+    [decision] = run_initiator(ms, last_checked_ms=None, delta_num_threshold=3, delta_pct_threshold=10.0)
+    assert decision.compaction_type is MINOR
+    assert decision.reason == "4 deltas > delta.num.threshold 3"
+    assert decision.candidate == Candidate("default", "t", None)
+    [entry] = queued(ms)
+    assert (entry.id, entry.type, entry.table, entry.partition) == (decision.compaction_id, MINOR, "t", None)
+    assert entry.initiator_id == "testhost-initiator"
+
+
+def test_few_small_deltas_start_nothing(ms):
+    table = make_table(ms, "t")
+    table.write(500)
+    table.compact_major()
+    for _ in range(3):
+        table.write(1)
+    [decision] = run_initiator(ms, last_checked_ms=None, delta_num_threshold=3, delta_pct_threshold=10.0)
+    assert decision.compaction_type is None
+    assert decision.reason.startswith("3 deltas <= delta.num.threshold 3")
+    assert queued(ms) == []
+
+
+def test_table_property_overrides_the_delta_num_threshold(ms):
+    table = make_table(ms, "t", params={"compactorthreshold.hive.compactor.delta.num.threshold": "5"})
+    table.write(500)
+    table.compact_major()
+    for _ in range(4):
+        table.write(1)
+    [decision] = run_initiator(ms, last_checked_ms=None, delta_num_threshold=3, delta_pct_threshold=10.0)
+    assert (decision.compaction_type, decision.reason) == (None, "4 deltas <= delta.num.threshold 5, "
+                                                                 "delta/base size within delta.pct.threshold")
+
+
+def test_big_deltas_against_the_base_start_a_major_compaction(ms):
+    table = make_table(ms, "t")
+    table.write(20)
+    table.compact_major()
+    table.write(200)
+    decision = decide(ms, Candidate("default", "t", None))
+    assert decision.compaction_type is MAJOR
+    assert "> delta.pct.threshold 0.1" in decision.reason and decision.reason.startswith("delta size ")
+
+
+def test_table_property_overrides_the_delta_pct_threshold(ms):
+    table = make_table(ms, "t", params={"compactorthreshold.hive.compactor.delta.pct.threshold": "100"})
+    table.write(20)
+    table.compact_major()
+    table.write(200)
+    decision = decide(ms, Candidate("default", "t", None))
+    assert decision.compaction_type is None
+
+
+def test_many_deltas_without_a_base_start_a_major_compaction(ms):
+    table = make_table(ms, "t")
+    for _ in range(4):
+        table.write(1)
+    decision = decide(ms, Candidate("default", "t", None), delta_num_threshold=3)
+    assert (decision.compaction_type, decision.reason) == (MAJOR, "4 deltas > delta.num.threshold 3 and no base")
+    assert decide(ms, Candidate("default", "t", None)).compaction_type is None  # 4 <= 10
+
+
+def test_partitioned_table_candidates_name_their_partition(ms):
+    table = make_table(ms, "pt", partitioned=True)
+    for _ in range(4):
+        table.write(1, partition={"p": "a"})
+    table.write(1, partition={"p": "b"})
+    decisions = decisions_by_table(run_initiator(ms, last_checked_ms=None, delta_num_threshold=3))
+    assert decisions[("pt", "p=a")].compaction_type is MAJOR
+    assert decisions[("pt", "p=b")].compaction_type is None
+    assert [(e.partition, e.type) for e in queued(ms)] == [("p=a", MAJOR)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Aborted transactions
+
+
+def test_aborted_transactions_over_the_threshold_start_a_major_compaction(ms):
+    table = make_table(ms, "t")
+    table.write(1)
+    for _ in range(3):
+        table.write(1, abort=True)
+    [candidate] = find_candidates(ms, last_checked_ms=None, aborted_threshold=2)
+    assert (candidate.too_many_aborts, candidate.has_old_abort, candidate.aborted_count) == (True, False, 3)
+    [decision] = run_initiator(ms, last_checked_ms=None, aborted_threshold=2)
+    assert (decision.compaction_type, decision.reason) == (MAJOR, "3 aborted transactions > abortedtxn.threshold")
+    assert find_candidates(ms, last_checked_ms=None, aborted_threshold=3)[0].too_many_aborts is False
+
+
+def test_an_old_aborted_transaction_starts_a_minor_compaction(ms, clock):
+    table = make_table(ms, "t")
+    table.write(1, abort=True)
+    assert find_candidates(ms, last_checked_ms=None) == []  # aborted, not old yet, nothing committed
+    clock.advance(12 * HOUR_MS + 1)
+    [candidate] = find_candidates(ms, last_checked_ms=None)
+    assert (candidate.table, candidate.has_old_abort, candidate.too_many_aborts) == ("t", True, False)
+    assert decide(ms, candidate).compaction_type is MINOR
+    assert find_candidates(ms, last_checked_ms=None, aborted_time_threshold_ms=-1) == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Eligibility
+
+
+def test_no_auto_compaction_on_the_table_or_the_database_skips(ms):
+    off = make_table(ms, "off", params={"NO_AUTO_COMPACTION": "true"})
+    ms.catalog.create_database("quiet")
+    ms.catalog.set_database_params("quiet", {"no_auto_compaction": "true"})
+    quiet = make_table(ms, "q", database="quiet")
+    for table in (off, quiet):
+        for _ in range(4):
+            table.write(1)
+    decisions = run_initiator(ms, last_checked_ms=None, delta_num_threshold=3)
+    reasons = {d.candidate.full_partition_name: (d.compaction_type, d.reason) for d in decisions}
+    assert reasons == {"default.off": (None, "table default.off has no_auto_compaction=true"),
+                       "quiet.q": (None, "database quiet has no_auto_compaction=true")}
+    assert queued(ms) == []
+
+
+def test_dropped_or_non_transactional_tables_are_skipped(ms):
+    table = make_table(ms, "gone")
+    table.write(1)
+    ms.catalog.drop_table("default", "gone")
+    assert find_candidates(ms, last_checked_ms=None) == []  # dropping forgets the table's components
+    decision = decide(ms, Candidate("default", "gone", None))
+    assert (decision.compaction_type, decision.reason) == (None, "table default.gone no longer exists")
+    ms.catalog.create_table("default", "plain", COLUMNS)
+    assert decide(ms, Candidate("default", "plain", None)).reason == "table default.plain is not a full ACID table"
+
+
+def test_an_initiated_or_working_compaction_skips_the_partition(ms):
+    table = make_table(ms, "t")
+    for _ in range(4):
+        table.write(1)
+    manual = ms.compactions.enqueue("default", "t", None, MINOR)
+    [decision] = run_initiator(ms, last_checked_ms=None, delta_num_threshold=3)
+    assert decision.compaction_type is None
+    assert decision.reason == f"compaction {manual.compaction_id} is already initiated for default.t"
+    assert [e.id for e in queued(ms)] == [manual.compaction_id]
+
+
+def test_consecutive_failures_stop_the_initiator_until_the_retry_time(ms, clock):
+    table = make_table(ms, "t")
+    for _ in range(4):
+        table.write(1)
+    for _ in range(2):
+        failed = ms.compactions.enqueue("default", "t", None, MAJOR)
+        ms.compactions.mark_failed(failed.compaction_id, "boom")
+    checked = clock.now_ms() + 1
+    clock.advance(HOUR_MS)
+    [candidate] = find_candidates(ms, last_checked_ms=checked)  # newest history entry failed: a candidate anyway
+    decision = decide(ms, candidate, delta_num_threshold=3)
+    assert decision.compaction_type is None and "2 consecutive compaction attempts failed" in decision.reason
+    assert decide(ms, candidate, delta_num_threshold=3, failed_threshold=3).compaction_type is MAJOR
+    clock.advance(7 * 24 * HOUR_MS)
+    assert decide(ms, candidate, delta_num_threshold=3).compaction_type is MAJOR
+
+
+def test_a_failure_after_a_success_does_not_stop_the_initiator(ms):
+    table = make_table(ms, "t")
+    for _ in range(4):
+        table.write(1)
+    first = ms.compactions.enqueue("default", "t", None, MAJOR)
+    ms.compactions.mark_failed(first.compaction_id, "boom")
+    table.compact_major()
+    ms.compactions.mark_cleaned(ms.compactions.show(state=CompactionState.READY_FOR_CLEANING)[0].id)
+    second = ms.compactions.enqueue("default", "t", None, MAJOR)
+    ms.compactions.mark_failed(second.compaction_id, "boom")
+    for _ in range(4):
+        table.write(1)
+    assert decide(ms, Candidate("default", "t", None), delta_num_threshold=3,
+                  delta_pct_threshold=100.0).compaction_type is MINOR
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The cycle
+
+
+def test_dry_run_enqueues_nothing(ms):
+    table = make_table(ms, "t")
+    for _ in range(4):
+        table.write(1)
+    [decision] = run_initiator(ms, last_checked_ms=None, delta_num_threshold=3, dry_run=True)
+    assert (decision.compaction_type, decision.compaction_id) == (MAJOR, None)
+    assert ms.compactions.show() == []
+
+
+def test_last_checked_limits_the_candidates(ms, clock):
+    old, new = make_table(ms, "old"), make_table(ms, "new")
+    old.write(1)
+    clock.advance(1000)
+    checked = clock.now_ms()
+    new.write(1)
+    assert [c.table for c in find_candidates(ms, last_checked_ms=checked)] == ["new"]
+    assert [c.table for c in find_candidates(ms, last_checked_ms=None)] == ["new", "old"]
+    clock.advance(1000)
+    assert find_candidates(ms, last_checked_ms=clock.now_ms()) == []
+
+
+def test_a_decision_that_fails_records_did_not_initiate_and_comes_back(ms, clock):
+    table = make_table(ms, "t", params={"compactorthreshold.hive.compactor.delta.num.threshold": "many"})
+    table.write(1)
+    [decision] = run_initiator(ms, last_checked_ms=None)
+    assert decision.compaction_type is None and "is not a valid int" in decision.reason
+    [entry] = ms.compactions.show()
+    assert (entry.state, entry.initiator_id) == (CompactionState.DID_NOT_INITIATE, "testhost-initiator")
+    assert "'many'" in entry.error_message
+    clock.advance(HOUR_MS)
+    assert [c.table for c in find_candidates(ms, last_checked_ms=clock.now_ms())] == ["t"]
+    ms.catalog.set_table_params("default", "t", {"compactorthreshold.hive.compactor.delta.num.threshold": "0"})
+    [decision] = run_initiator(ms, last_checked_ms=clock.now_ms())
+    assert decision.compaction_type is MAJOR and decision.compaction_id is not None
+
+
+def test_dry_run_records_nothing_when_a_decision_fails(ms):
+    table = make_table(ms, "t", params={"compactorthreshold.hive.compactor.delta.pct.threshold": "lots"})
+    table.write(20)
+    table.compact_major()
+    table.write(1)
+    history_before = ms.compactions.show()
+    [decision] = run_initiator(ms, last_checked_ms=None, dry_run=True)
+    assert decision.compaction_type is None and "is not a valid float" in decision.reason
+    assert ms.compactions.show() == history_before
+
+
+@pytest.mark.parametrize("threshold", [0, -1])
+def test_failed_threshold_zero_or_negative_disables_the_check(ms, threshold):
+    table = make_table(ms, "t")
+    for _ in range(4):
+        table.write(1)
+    failed = ms.compactions.enqueue("default", "t", None, MAJOR)
+    ms.compactions.mark_failed(failed.compaction_id, "boom")
+    assert decide(ms, Candidate("default", "t", None), delta_num_threshold=3,
+                  failed_threshold=threshold).compaction_type is MAJOR
