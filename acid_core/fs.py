@@ -93,6 +93,10 @@ class FileSystem:
                    for info in infos]
         return sorted(entries, key=lambda entry: entry.name)
 
+    def is_symlink(self, path: str) -> bool:
+        """A symbolic link (local filesystems; pyarrow's own calls follow links, so destructive code asks first)."""
+        return isinstance(self._fs, pafs.LocalFileSystem) and os.path.islink(path)
+
     def file_size(self, path: str) -> int:
         info = self.info(path)
         if info.type != pafs.FileType.File:

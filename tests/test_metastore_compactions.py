@@ -177,7 +177,7 @@ ALLOWED = {
     "mark_compacted": {S.WORKING},
     "mark_cleaned": {S.READY_FOR_CLEANING},
     "mark_failed": {S.INITIATED, S.WORKING, S.READY_FOR_CLEANING},
-    "mark_refused": {S.INITIATED, S.WORKING},
+    "mark_refused": {S.INITIATED, S.WORKING, S.READY_FOR_CLEANING},
 }
 
 

@@ -333,9 +333,9 @@ class CompactionQueue:
         self.db.run(f"mark compaction {compaction_id} failed", mark)
 
     def mark_refused(self, compaction_id: int, message: str) -> None:
-        """initiated / working -> history refused (nothing to compact)."""
+        """initiated / working / ready for cleaning -> history refused (nothing to compact, or NO_CLEANUP)."""
         def mark(conn: Connection) -> None:
-            info = self._require(conn, compaction_id, [CompactionState.INITIATED, CompactionState.WORKING], "refuse")
+            info = self._require(conn, compaction_id, QUEUE_STATES, "refuse")
             self._to_history(conn, info, CompactionState.REFUSED, message[:20000])
 
         self.db.run(f"refuse compaction {compaction_id}", mark)
