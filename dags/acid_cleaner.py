@@ -1,0 +1,77 @@
+"""acid_cleaner: Hive's Cleaner on a schedule — remove what finished compactions made obsolete.
+
+No work at import time: acid_core and the hook are imported inside the task.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import Param, dag, task
+
+DOC_MD = """
+### ACID cleaner
+
+Runs one cycle of Hive's Cleaner (`acid_core.compaction.cleaner.clean`) against the metastore of the
+`acid_metastore` connection.
+
+**What it deletes.** For each compaction in state `ready for cleaning` whose inputs no open snapshot can still read,
+the base and delta directories the compaction made obsolete, and directories written by aborted transactions up to
+the compaction's highest write id. Then it verifies nothing obsolete remains and marks the compaction `succeeded`.
+
+**Safety rules.**
+- `dry_run` (default false) lists what would be removed and changes nothing: no files, no queue states.
+- `retention_seconds` waits that long after a compaction committed before removing its inputs
+  (`hive.compactor.cleaner.retention.time.seconds` with delayed cleanup).
+- `trash_dir` moves removed directories under `<trash_dir>/<run id>/...` on the same filesystem instead of deleting.
+- Never touches a path outside the table's location, never follows a symbolic link, and refuses tables with
+  `no_cleanup`='true'. Deleting is idempotent: a crashed run is finished by the next one.
+
+Hive runs its Cleaner every 5 s (`hive.compactor.cleaner.run.interval`); this DAG polls every 5 minutes.
+"""
+
+
+@dag(
+    dag_id="acid_cleaner",
+    schedule=timedelta(minutes=5),
+    catchup=False,
+    max_active_runs=1,
+    tags=["acid", "maintenance"],
+    doc_md=DOC_MD,
+    params={
+        "dry_run": Param(False, type="boolean", description="List what would be removed; change nothing."),
+        "retention_seconds": Param(0, type="integer", minimum=0,
+                                   description="hive.compactor.cleaner.retention.time.seconds (delayed cleanup)."),
+        "trash_dir": Param(None, type=["null", "string"],
+                           description="Move removed directories here instead of deleting them."),
+    },
+)
+def acid_cleaner():
+    @task
+    def clean_compactions(params=None) -> list[dict]:
+        """One cleaner cycle; returns one dict per queue entry handled."""
+        import dataclasses
+        import logging
+
+        from acid_core.compaction.cleaner import clean
+        from acid_plugin.hooks import AcidMetastoreHook
+
+        log = logging.getLogger("airflow.task")
+        metastore = AcidMetastoreHook().get_metastore()
+        try:
+            results = clean(metastore, dry_run=bool(params["dry_run"]),
+                            retention_ms=int(params["retention_seconds"]) * 1000,
+                            trash_dir=params["trash_dir"] or None, log=log.info)
+        finally:
+            metastore.close()
+        summary = [dataclasses.asdict(result) for result in results]
+        for entry in summary:
+            entry["removed"] = list(entry["removed"])
+            entry["skipped_paths"] = list(entry["skipped_paths"])
+        log.info("cleaner: %d compactions handled", len(summary))
+        return summary
+
+    clean_compactions()
+
+
+acid_cleaner()

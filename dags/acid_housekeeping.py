@@ -1,0 +1,67 @@
+"""acid_housekeeping: Hive's metastore housekeeping on a schedule (time-outs, dead workers, leases, history).
+
+No work at import time: acid_core and the hook are imported inside the task.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import Param, dag, task
+
+DOC_MD = """
+### ACID housekeeping
+
+Runs `acid_core.housekeeping.housekeep` once against the metastore of the `acid_metastore` connection, like Hive's
+AcidHouseKeeperService, AcidCompactionHouseKeeperService, AcidTxnCleanerService and the Initiator's
+revertTimedoutWorkers:
+
+1. abort transactions whose heartbeat is older than `hive.txn.timeout` and release their locks;
+2. put `working` compactions older than `worker_timeout_seconds` (`hive.compactor.worker.timeout`) back to
+   `initiated`, aborting their compactor transactions and removing only their hidden result directories;
+3. expire reader leases; 4. purge compaction history; 5. forget empty aborted transactions and dead WRITE_SET rows.
+
+Every step is a compare-and-swap or an idempotent delete, so overlapping runs are safe.
+"""
+
+
+@dag(
+    dag_id="acid_housekeeping",
+    schedule=timedelta(minutes=1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["acid", "maintenance"],
+    doc_md=DOC_MD,
+    params={
+        "worker_timeout_seconds": Param(86400, type="integer", minimum=1,
+                                        description="hive.compactor.worker.timeout in seconds."),
+    },
+)
+def acid_housekeeping():
+    @task
+    def housekeep_metastore(params=None) -> dict:
+        """One housekeeping run; returns what changed."""
+        import dataclasses
+        import logging
+
+        from acid_core.housekeeping import housekeep
+        from acid_plugin.hooks import AcidMetastoreHook
+
+        log = logging.getLogger("airflow.task")
+        metastore = AcidMetastoreHook().get_metastore()
+        try:
+            report = housekeep(metastore, worker_timeout_ms=int(params["worker_timeout_seconds"]) * 1000)
+        finally:
+            metastore.close()
+        log.info("housekeeping: %s", report.summary())
+        for problem in report.problems:
+            log.warning("housekeeping problem: %s", problem)
+        summary = {name: list(value) if isinstance(value, tuple) else value
+                   for name, value in dataclasses.asdict(report).items()}
+        summary["summary"] = report.summary()
+        return summary
+
+    housekeep_metastore()
+
+
+acid_housekeeping()
