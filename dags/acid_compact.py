@@ -1,0 +1,111 @@
+"""acid_compact: queue a major or minor compaction of one table or partition, and run it, on demand.
+
+No work at import time: acid_core and the hook are imported inside the tasks.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import Param, dag, task
+
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# key=value pairs separated by "/": no "..", no leading "/", no quotes, spaces or other SQL punctuation.
+_PAIR = r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_:%+-]+(?:\.[A-Za-z0-9_:%+-]+)*"
+PARTITION = rf"^(?!.*\.\.){_PAIR}(?:/{_PAIR})*$"
+
+DOC_MD = """
+### ACID compact
+
+Queues a compaction (`ALTER TABLE ... [PARTITION (...)] COMPACT 'major'|'minor'`) of one full ACID table of the
+`acid_metastore` connection, then, when `wait` is true, runs it in this task with the local compaction worker.
+
+- `partition` is a partition name such as `ds=2026-01-01/hr=3`; it is required for a partitioned table (and must
+  exist in the catalog), refused for an unpartitioned one.
+- When a compaction of the same partition is already queued, its id is used and reported.
+- Returns `{"compaction_id", "state"}`; a successful run ends in `ready for cleaning` (the `acid_cleaner` DAG
+  removes the obsolete directories).
+"""
+
+
+@dag(
+    dag_id="acid_compact",
+    schedule=None,
+    catchup=False,
+    tags=["acid", "compaction"],
+    doc_md=DOC_MD,
+    params={
+        "database": Param("default", type="string", pattern=IDENTIFIER, description="Database name."),
+        "table": Param(None, type="string", pattern=IDENTIFIER, description="Table name."),
+        "partition": Param(None, type=["null", "string"], pattern=PARTITION,
+                           description="Partition name, e.g. ds=2026-01-01/hr=3 (null for an unpartitioned table)."),
+        "type": Param("major", type="string", enum=["major", "minor"], description="Compaction type."),
+        "wait": Param(True, type="boolean", description="Run the compaction in this DAG run."),
+    },
+)
+def acid_compact():
+    @task
+    def enqueue(params=None) -> int:
+        """Check the table and partition, queue the compaction; returns its id (or the already queued one's)."""
+        import logging
+        import re
+
+        from acid_core.errors import AcidError
+        from acid_core.layout import parse_partition_dir_name
+        from acid_core.metastore.compactions import CompactionType
+        from acid_plugin.hooks import AcidMetastoreHook
+
+        log = logging.getLogger("airflow.task")
+        database, table, partition = params["database"], params["table"], params.get("partition")
+        if partition is not None and not re.match(PARTITION, partition):
+            raise ValueError(f"acid_compact: malformed partition {partition!r}: expected key=value[/key=value...]")
+        compaction_type = CompactionType.parse(params["type"])
+        metastore = AcidMetastoreHook().get_metastore()
+        try:
+            try:
+                info = metastore.catalog.require_transactional(database, table)
+                if info.partition_keys:
+                    if partition is None:
+                        raise ValueError(f"table {info.full_name} is partitioned: give a partition")
+                    name = info.partition_name(parse_partition_dir_name(partition))
+                    known = {p.name for p in metastore.catalog.list_partitions(database, table)}
+                    if name not in known:
+                        raise ValueError(f"table {info.full_name} has no partition {name!r}")
+                elif partition is not None:
+                    raise ValueError(f"table {info.full_name} is not partitioned, got partition {partition!r}")
+                else:
+                    name = None
+            except AcidError as exc:
+                raise RuntimeError(f"acid_compact: refusing {database}.{table}: {exc}") from exc
+            result = metastore.compactions.enqueue(info.database, info.name, name, compaction_type)
+        finally:
+            metastore.close()
+        log.info("acid_compact: %s", result.message)
+        return result.compaction_id
+
+    @task
+    def run(compaction_id: int, params=None) -> dict:
+        """Run the compaction with the local worker when `wait`; returns its id and state."""
+        import logging
+
+        from acid_core.compaction.worker import CompactionWorker
+        from acid_core.metastore.compactions import CompactionState
+        from acid_plugin.hooks import AcidMetastoreHook
+
+        log = logging.getLogger("airflow.task")
+        metastore = AcidMetastoreHook().get_metastore()
+        try:
+            current = metastore.compactions.get(compaction_id)
+            if params["wait"] and current is not None and current.state == CompactionState.INITIATED:
+                outcome = CompactionWorker(metastore).run(compaction_id)
+                log.info("acid_compact: compaction %d: %s", compaction_id, outcome)
+            elif params["wait"]:
+                log.info("acid_compact: compaction %d is %s already; not run here", compaction_id,
+                         current.state.display if current else "unknown")
+            info = metastore.compactions.get(compaction_id)
+        finally:
+            metastore.close()
+        return {"compaction_id": compaction_id, "state": info.state.display if info else "unknown"}
+
+    run(enqueue())
+
+
+acid_compact()

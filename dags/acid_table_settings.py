@@ -1,0 +1,103 @@
+"""acid_table_settings: set or clear a transactional table's auto-compaction settings, on demand.
+
+No work at import time: acid_core, acid_cli and the hook are imported inside the task.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import Param, dag, task
+
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+DOC_MD = """
+### ACID table settings
+
+Sets or clears, on one full ACID table of the `acid_metastore` connection, the table properties Hive's Initiator
+reads:
+
+- `no_auto_compaction`: `leave` (default) keeps it, `true` / `false` sets `NO_AUTO_COMPACTION`, `clear` removes it.
+- `delta_num_threshold` → `compactorthreshold.hive.compactor.delta.num.threshold` (whole number >= 0).
+- `delta_pct_threshold` → `compactorthreshold.hive.compactor.delta.pct.threshold` (number >= 0).
+- `clear_thresholds` removes both threshold properties (cannot be combined with new threshold values).
+
+An unknown or non-transactional table fails the run and changes nothing. Returns the table's resulting properties.
+"""
+
+NO_AUTO_COMPACTION = "NO_AUTO_COMPACTION"
+DELTA_NUM = "compactorthreshold.hive.compactor.delta.num.threshold"
+DELTA_PCT = "compactorthreshold.hive.compactor.delta.pct.threshold"
+
+
+@dag(
+    dag_id="acid_table_settings",
+    schedule=None,
+    catchup=False,
+    tags=["acid", "settings"],
+    doc_md=DOC_MD,
+    params={
+        "database": Param("default", type="string", pattern=IDENTIFIER, description="Database name."),
+        "table": Param(None, type="string", pattern=IDENTIFIER, description="Table name."),
+        "no_auto_compaction": Param("leave", type="string", enum=["leave", "true", "false", "clear"],
+                                    description="Set NO_AUTO_COMPACTION to true/false, clear it, or leave it."),
+        "delta_num_threshold": Param(None, type=["null", "integer"], minimum=0,
+                                     description="compactorthreshold.hive.compactor.delta.num.threshold"),
+        "delta_pct_threshold": Param(None, type=["null", "number"], minimum=0,
+                                     description="compactorthreshold.hive.compactor.delta.pct.threshold"),
+        "clear_thresholds": Param(False, type="boolean", description="Remove both threshold properties."),
+    },
+)
+def acid_table_settings():
+    @task
+    def apply_settings(params=None) -> dict[str, str]:
+        """Validate, then set / unset the properties; returns the table's resulting properties."""
+        import logging
+
+        from acid_cli.sql.ddl import validate_properties
+        from acid_core.errors import AcidError
+        from acid_plugin.hooks import AcidMetastoreHook
+
+        log = logging.getLogger("airflow.task")
+        database, table = params["database"], params["table"]
+        to_set: dict[str, str] = {}
+        to_unset: list[str] = []
+        choice = params["no_auto_compaction"]
+        if choice in ("true", "false"):
+            to_set[NO_AUTO_COMPACTION] = choice
+        elif choice == "clear":
+            to_unset.append(NO_AUTO_COMPACTION)
+        elif choice != "leave":
+            raise ValueError(f"no_auto_compaction must be leave/true/false/clear, got {choice!r}")
+        num, pct = params.get("delta_num_threshold"), params.get("delta_pct_threshold")
+        if params.get("clear_thresholds"):
+            if num is not None or pct is not None:
+                raise ValueError("clear_thresholds cannot be combined with delta_num_threshold/delta_pct_threshold")
+            to_unset += [DELTA_NUM, DELTA_PCT]
+        if num is not None:
+            if isinstance(num, bool) or int(num) != num or num < 0:
+                raise ValueError(f"delta_num_threshold must be a whole number >= 0, got {num!r}")
+            to_set[DELTA_NUM] = str(int(num))
+        if pct is not None:
+            if isinstance(pct, bool) or float(pct) < 0:
+                raise ValueError(f"delta_pct_threshold must be a number >= 0, got {pct!r}")
+            to_set[DELTA_PCT] = str(pct)
+
+        metastore = AcidMetastoreHook().get_metastore()
+        try:
+            try:
+                info = metastore.catalog.require_transactional(database, table)  # unknown / non-ACID: fail here
+            except AcidError as exc:
+                raise RuntimeError(f"acid_table_settings: refusing {database}.{table}: {exc}") from exc
+            validate_properties(to_set, current=dict(info.params))
+            if to_set:
+                info = metastore.catalog.set_table_params(database, table, to_set)
+            if to_unset:
+                info = metastore.catalog.unset_table_params(database, table, to_unset, if_exists=True)
+        finally:
+            metastore.close()
+        log.info("acid_table_settings: %s set %s, unset %s", info.full_name, to_set, to_unset)
+        return dict(info.params)
+
+    apply_settings()
+
+
+acid_table_settings()

@@ -1,0 +1,201 @@
+"""The on-demand DAGs acid_table_settings and acid_compact, run with `dag.test()` against a real SQLite metastore."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.airflow
+
+ROOT = Path(__file__).resolve().parents[2]
+COLUMNS = (("id", "int"), ("name", "string"))
+DELTA_NUM = "compactorthreshold.hive.compactor.delta.num.threshold"
+# dag.test() keeps the previous run's conf values on the shared DAG object, so every run gives every param.
+SETTINGS = {"database": "default", "no_auto_compaction": "leave", "delta_num_threshold": None,
+            "delta_pct_threshold": None, "clear_thresholds": False}
+COMPACT = {"database": "default", "partition": None, "type": "major", "wait": True}
+
+
+@pytest.fixture(scope="module")
+def dagbag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"), bundle_path=ROOT / "dags", bundle_name="dags-folder")
+
+
+def _returned(dag_run, task_id: str):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = XComModel.get_many(run_id=dag_run.run_id, key="return_value", dag_ids=dag_run.dag_id,
+                                   task_ids=task_id)
+        return XComModel.deserialize_value(session.execute(query).scalars().one())
+
+
+def _task_states(dag_run) -> dict[str, str]:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = session.query(TaskInstance).filter(TaskInstance.dag_id == dag_run.dag_id,
+                                                 TaskInstance.run_id == dag_run.run_id).all()
+        return {ti.task_id: ti.state for ti in tis}
+
+
+def test_manual_dags_import_without_errors(dagbag):
+    assert not {path: error for path, error in dagbag.import_errors.items()
+                if Path(path).name in ("acid_table_settings.py", "acid_compact.py")}
+    assert dagbag.import_errors == {}
+    settings, compact = dagbag.get_dag("acid_table_settings"), dagbag.get_dag("acid_compact")
+    assert set(settings.tags) == {"acid", "settings"} and set(compact.tags) == {"acid", "compaction"}
+    assert settings.doc_md and compact.doc_md
+    assert type(settings.timetable).__name__ == type(compact.timetable).__name__ == "NullTimetable"
+    assert [t.task_id for t in compact.topological_sort()] == ["enqueue", "run"]
+
+
+# --- acid_table_settings ---------------------------------------------------------------------------------------------
+def test_settings_sets_no_auto_compaction_and_threshold(acid_connection, make_ms, dagbag):
+    ms = make_ms()
+    ms.catalog.create_table("default", "t", COLUMNS, params={"transactional": "true"})
+
+    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, 
+        "database": "default", "table": "t", "no_auto_compaction": "true", "delta_num_threshold": 4})
+
+    assert run.state == "success"
+    info = ms.catalog.get_table("default", "t")
+    assert info.param("no_auto_compaction") == "true" and info.param(DELTA_NUM) == "4"
+    assert _returned(run, "apply_settings")[DELTA_NUM] == "4"
+
+    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, 
+        "database": "default", "table": "t", "no_auto_compaction": "clear", "clear_thresholds": True,
+        "delta_num_threshold": None, "delta_pct_threshold": None})  # a dag.test() run keeps the last conf's values
+
+    assert run.state == "success"
+    info = ms.catalog.get_table("default", "t")
+    assert info.param("no_auto_compaction") is None and info.param(DELTA_NUM) is None
+    assert info.is_transactional
+
+
+@pytest.mark.parametrize("table, expected", [("missing", "missing"), ("plain", "not a full ACID table")])
+def test_settings_fails_for_unknown_or_plain_table(acid_connection, make_ms, dagbag, capfd, table, expected):
+    ms = make_ms()
+    ms.catalog.create_table("default", "plain", COLUMNS)
+    before = dict(ms.catalog.get_table("default", "plain").params)
+
+    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, 
+        "database": "default", "table": table, "no_auto_compaction": "true", "delta_num_threshold": 2})
+
+    assert run.state == "failed"
+    assert _task_states(run) == {"apply_settings": "failed"}
+    output = "".join(capfd.readouterr())
+    assert "refusing default." + table in output and expected in output
+    assert dict(ms.catalog.get_table("default", "plain").params) == before
+
+
+@pytest.mark.parametrize("conf", [{"table": "../x"}, {"table": "t; DROP TABLE t"}, {"database": "x'y", "table": "t"},
+                                  {"table": "t", "delta_num_threshold": -1}, {"table": "t", "no_auto_compaction": "yes"}])
+def test_settings_param_schema_refuses_hostile_values(acid_connection, make_ms, dagbag, conf):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    ms = make_ms()
+    ms.catalog.create_table("default", "t", COLUMNS, params={"transactional": "true"})
+    before = dict(ms.catalog.get_table("default", "t").params)
+
+    with pytest.raises(ParamValidationError):
+        dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, "database": "default", **conf})
+
+    assert dict(ms.catalog.get_table("default", "t").params) == before
+
+
+# --- acid_compact ----------------------------------------------------------------------------------------------------
+def _partitioned_table(ms):
+    """default.p partitioned by ds, with 3 committed deltas in ds=2026-01-01 and one in ds=2026-01-02."""
+    from acid_core.metastore.txns import Operation
+    from acid_core.writer import EmbeddedWriter
+
+    info = ms.catalog.create_table("default", "p", COLUMNS, partition_keys=[("ds", "string")],
+                                   params={"transactional": "true"})
+    writer = EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"])
+    for ds, rows in (("2026-01-01", [(1, "a")]), ("2026-01-01", [(2, "b")]), ("2026-01-01", [(3, "c")]),
+                     ("2026-01-02", [(4, "d")])):
+        partition = ms.catalog.add_partition("default", "p", {"ds": ds})
+        txn_id = ms.txns.open_txn()
+        write_id = ms.txns.allocate_write_ids([txn_id], "default", "p")[txn_id]
+        ms.txns.add_components(txn_id, "default", "p", [partition.name], Operation.INSERT)
+        writer.insert(rows, write_id=write_id, partition={"ds": ds})
+        ms.txns.commit(txn_id)
+    return info
+
+
+def _rows(location: str) -> list[tuple]:
+    from acid_core.merge import read_snapshot
+
+    table = read_snapshot(location)
+    return sorted(zip(*(table.column(i).to_pylist() for i in range(table.num_columns))))
+
+
+def _dirs(location: Path) -> list[str]:
+    return sorted(p.name for p in location.iterdir() if not p.name.startswith((".", "_")))
+
+
+def test_compact_runs_chosen_partition(acid_connection, make_ms, dagbag):
+    ms = make_ms()
+    info = _partitioned_table(ms)
+    part = Path(info.location) / "ds=2026-01-01"
+    other = Path(info.location) / "ds=2026-01-02"
+    rows_before, other_before = _rows(str(part)), _dirs(other)
+    assert len(rows_before) == 3 and len(_dirs(part)) == 3
+
+    run = dagbag.get_dag("acid_compact").test(run_conf={**COMPACT, 
+        "database": "default", "table": "p", "partition": "ds=2026-01-01", "type": "major"})
+
+    assert run.state == "success"
+    result = _returned(run, "run")
+    assert result["state"] == "ready for cleaning"
+    assert result["compaction_id"] == _returned(run, "enqueue")
+    compaction = ms.compactions.get(result["compaction_id"])
+    assert compaction.partition == "ds=2026-01-01"
+    assert any(name.startswith("base_") for name in _dirs(part))
+    assert _rows(str(part)) == rows_before
+    assert _dirs(other) == other_before
+
+
+@pytest.mark.parametrize("conf", [
+    {"partition": "../x"}, {"partition": "ds=1/../.."}, {"partition": "/etc"}, {"partition": "ds=2026-01-01/"},
+    {"partition": "ds='x'; DROP TABLE p"}, {"table": "p; DROP TABLE p", "partition": "ds=2026-01-01"},
+    {"database": "default--", "partition": "ds=2026-01-01"}, {"partition": "ds=2026-01-01", "type": "full"},
+])
+def test_compact_param_schema_refuses_malformed_input(acid_connection, make_ms, dagbag, conf):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    ms = make_ms()
+    _partitioned_table(ms)
+
+    with pytest.raises(ParamValidationError):
+        dagbag.get_dag("acid_compact").test(run_conf={**COMPACT, "database": "default", "table": "p", **conf})
+
+    assert ms.compactions.show() == []
+
+
+@pytest.mark.parametrize("conf, expected", [
+    ({"table": "p", "partition": "ds=2099-01-01"}, "has no partition"),
+    ({"table": "p", "partition": None}, "is partitioned"),
+    ({"table": "p", "partition": "hr=1"}, "must give exactly"),
+    ({"table": "u", "partition": "ds=2026-01-01"}, "is not partitioned"),
+    ({"table": "plain", "partition": None}, "not a full ACID table"),
+    ({"table": "missing", "partition": None}, "missing"),
+])
+def test_compact_refuses_bad_table_or_partition(acid_connection, make_ms, dagbag, capfd, conf, expected):
+    ms = make_ms()
+    _partitioned_table(ms)
+    ms.catalog.create_table("default", "u", COLUMNS, params={"transactional": "true"})
+    ms.catalog.create_table("default", "plain", COLUMNS)
+
+    run = dagbag.get_dag("acid_compact").test(run_conf={**COMPACT, "database": "default", **conf})
+
+    assert run.state == "failed"
+    assert _task_states(run)["enqueue"] == "failed"
+    assert expected in "".join(capfd.readouterr())
+    assert ms.compactions.show() == []
