@@ -6,6 +6,7 @@ the one PostgreSQL test asks for `postgres_url` itself.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +19,9 @@ def spark() -> Iterator["SparkSession"]:  # noqa: F821  (pyspark is imported laz
     session = build_session("acid-tests", master="local[2]")
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, when pytest has already
+    # closed the captured stream it would write to ("--- Logging error ---" after the summary): keep it quiet.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture
