@@ -57,13 +57,10 @@ def acid_cleaner():
         from acid_plugin.hooks import AcidMetastoreHook
 
         log = logging.getLogger("airflow.task")
-        metastore = AcidMetastoreHook().get_metastore()
-        try:
+        with AcidMetastoreHook().metastore() as metastore:
             results = clean(metastore, dry_run=bool(params["dry_run"]),
                             retention_ms=int(params["retention_seconds"]) * 1000,
                             trash_dir=params["trash_dir"] or None, log=log.info)
-        finally:
-            metastore.close()
         summary = [dataclasses.asdict(result) for result in results]
         for entry in summary:
             entry["removed"] = list(entry["removed"])

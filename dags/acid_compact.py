@@ -5,12 +5,8 @@ No work at import time: acid_core and the hook are imported inside the tasks.
 
 from __future__ import annotations
 
+from acid_plugin.params import IDENTIFIER, PARTITION
 from airflow.sdk import Param, dag, task
-
-IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-# key=value pairs separated by "/": no "..", no leading "/", no quotes, spaces or other SQL punctuation.
-_PAIR = r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_:%+-]+(?:\.[A-Za-z0-9_:%+-]+)*"
-PARTITION = rf"^(?!.*\.\.){_PAIR}(?:/{_PAIR})*$"
 
 DOC_MD = """
 ### ACID compact
@@ -58,8 +54,7 @@ def acid_compact():
         if partition is not None and not re.match(PARTITION, partition):
             raise ValueError(f"acid_compact: malformed partition {partition!r}: expected key=value[/key=value...]")
         compaction_type = CompactionType.parse(params["type"])
-        metastore = AcidMetastoreHook().get_metastore()
-        try:
+        with AcidMetastoreHook().metastore() as metastore:
             try:
                 info = metastore.catalog.require_transactional(database, table)
                 if info.partition_keys:
@@ -76,8 +71,6 @@ def acid_compact():
             except AcidError as exc:
                 raise RuntimeError(f"acid_compact: refusing {database}.{table}: {exc}") from exc
             result = metastore.compactions.enqueue(info.database, info.name, name, compaction_type)
-        finally:
-            metastore.close()
         log.info("acid_compact: %s", result.message)
         return result.compaction_id
 
@@ -91,8 +84,7 @@ def acid_compact():
         from acid_plugin.hooks import AcidMetastoreHook
 
         log = logging.getLogger("airflow.task")
-        metastore = AcidMetastoreHook().get_metastore()
-        try:
+        with AcidMetastoreHook().metastore() as metastore:
             current = metastore.compactions.get(compaction_id)
             if params["wait"] and current is not None and current.state == CompactionState.INITIATED:
                 outcome = CompactionWorker(metastore).run(compaction_id)
@@ -101,8 +93,6 @@ def acid_compact():
                 log.info("acid_compact: compaction %d is %s already; not run here", compaction_id,
                          current.state.display if current else "unknown")
             info = metastore.compactions.get(compaction_id)
-        finally:
-            metastore.close()
         return {"compaction_id": compaction_id, "state": info.state.display if info else "unknown"}
 
     run(enqueue())

@@ -48,11 +48,8 @@ def acid_housekeeping():
         from acid_plugin.hooks import AcidMetastoreHook
 
         log = logging.getLogger("airflow.task")
-        metastore = AcidMetastoreHook().get_metastore()
-        try:
+        with AcidMetastoreHook().metastore() as metastore:
             report = housekeep(metastore, worker_timeout_ms=int(params["worker_timeout_seconds"]) * 1000)
-        finally:
-            metastore.close()
         log.info("housekeeping: %s", report.summary())
         for problem in report.problems:
             log.warning("housekeeping problem: %s", problem)

@@ -5,9 +5,8 @@ No work at import time: acid_core, acid_cli and the hook are imported inside the
 
 from __future__ import annotations
 
+from acid_plugin.params import IDENTIFIER
 from airflow.sdk import Param, dag, task
-
-IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 DOC_MD = """
 ### ACID table settings
@@ -81,8 +80,7 @@ def acid_table_settings():
                 raise ValueError(f"delta_pct_threshold must be a number >= 0, got {pct!r}")
             to_set[DELTA_PCT] = str(pct)
 
-        metastore = AcidMetastoreHook().get_metastore()
-        try:
+        with AcidMetastoreHook().metastore() as metastore:
             try:
                 info = metastore.catalog.require_transactional(database, table)  # unknown / non-ACID: fail here
             except AcidError as exc:
@@ -92,8 +90,6 @@ def acid_table_settings():
                 info = metastore.catalog.set_table_params(database, table, to_set)
             if to_unset:
                 info = metastore.catalog.unset_table_params(database, table, to_unset, if_exists=True)
-        finally:
-            metastore.close()
         log.info("acid_table_settings: %s set %s, unset %s", info.full_name, to_set, to_unset)
         return dict(info.params)
 

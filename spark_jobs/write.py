@@ -84,6 +84,19 @@ def _groups(parts: list[str], buckets: np.ndarray) -> dict[tuple[str, int], np.n
     return {key: np.asarray(rows) for key, rows in groups.items()}
 
 
+def _one_batch(batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
+    """All rows a Spark task received as one record batch (None when it got none)."""
+    batches = [batch for batch in batches if batch.num_rows]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0] if batches else None
+
+
+def _result_batch(results: list[tuple[str, str, int]]) -> pa.RecordBatch:
+    """What a writing task reports back: (partition, staging directory, rows written) per file."""
+    return pa.RecordBatch.from_pylist([{"part": p, "staging": s, "rows": n} for p, s, n in results],
+                                      schema=pa.schema([("part", pa.string()), ("staging", pa.string()),
+                                                        ("rows", pa.int64())]))
+
+
 def _destination(task: _FileTask, part: str, bucket: int) -> tuple[str, str]:
     fs, location = FileSystem.resolve(task.location)
     directory = fs.join(location, part) if part else location
@@ -95,11 +108,9 @@ def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
     from pyspark import TaskContext
 
     writer_id = TaskContext.get().partitionId()
-    batches = list(batches)
-    table = pa.Table.from_batches(batches) if batches else None
+    batch = _one_batch(batches)
     results = []
-    if table is not None and table.num_rows:
-        batch = table.combine_chunks().to_batches()[0]
+    if batch is not None:
         parts = _part_names(batch, task.partition_keys)
         buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy() if task.bucketed \
             else np.full(batch.num_rows, writer_id)
@@ -116,18 +127,14 @@ def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
             directory, path = _destination(task, part, int(bucket))
             write_event_table(fs, path, events, compression=task.compression, columns=task.table_columns)
             results.append((part, fs.join(directory, task.staging), count))
-    yield pa.RecordBatch.from_pylist([{"part": p, "staging": s, "rows": n} for p, s, n in results],
-                                     schema=pa.schema([("part", pa.string()), ("staging", pa.string()),
-                                                       ("rows", pa.int64())]))
+    yield _result_batch(results)
 
 
 def _write_deletes(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Spark task: delete events (sorted by key) for the ROW__IDs of this task, one file per (partition, bucket)."""
-    batches = list(batches)
-    table = pa.Table.from_batches(batches) if batches else None
+    batch = _one_batch(batches)
     results = []
-    if table is not None and table.num_rows:
-        batch = table.combine_chunks().to_batches()[0]
+    if batch is not None:
         parts = batch.column(batch.schema.get_field_index(PART)).to_pylist()
         buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy()
         fs, _ = FileSystem.resolve(task.location)
@@ -141,9 +148,7 @@ def _write_deletes(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
             directory, path = _destination(task, part, int(bucket))
             write_event_table(fs, path, events, compression=task.compression, columns=task.table_columns)
             results.append((part, fs.join(directory, task.staging), count))
-    yield pa.RecordBatch.from_pylist([{"part": p, "staging": s, "rows": n} for p, s, n in results],
-                                     schema=pa.schema([("part", pa.string()), ("staging", pa.string()),
-                                                       ("rows", pa.int64())]))
+    yield _result_batch(results)
 
 
 class _Write:

@@ -217,15 +217,8 @@ class CompactionQueue:
 
     def get(self, compaction_id: int) -> CompactionInfo | None:
         """A queue entry, else the history entry with that id."""
-        def read(conn: Connection) -> CompactionInfo | None:
-            row = conn.execute(sa.select(s.compaction_queue).where(s.compaction_queue.c.CQ_ID == compaction_id)).first()
-            if row is not None:
-                return _from_queue(row)
-            row = conn.execute(sa.select(s.completed_compactions)
-                               .where(s.completed_compactions.c.CC_ID == compaction_id)).first()
-            return _from_history(row) if row is not None else None
-
-        return self.db.run(f"read compaction {compaction_id}", read, write=False)
+        return self.db.run(f"read compaction {compaction_id}", lambda conn: self.get_in(conn, compaction_id),
+                           write=False)
 
     def _require(self, conn: Connection, compaction_id: int, allowed: Iterable[CompactionState], action: str):
         allowed = tuple(allowed)

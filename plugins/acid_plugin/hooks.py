@@ -7,7 +7,8 @@ URI is used (`postgresql://user:password@host:5432/acid_metastore`). The warehou
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+from typing import TYPE_CHECKING, Any, Iterator
 
 from airflow.sdk.bases.hook import BaseHook
 
@@ -47,6 +48,15 @@ class AcidMetastoreHook(BaseHook):
         from acid_core.metastore import Metastore
 
         return Metastore(self.get_url(), warehouse=self.get_warehouse())
+
+    @contextlib.contextmanager
+    def metastore(self) -> Iterator[Metastore]:
+        """`with hook.metastore() as metastore:` — a new `Metastore`, closed when the block ends."""
+        store = self.get_metastore()
+        try:
+            yield store
+        finally:
+            store.close()
 
     def get_conn(self) -> Metastore:
         """Same as `get_metastore()`, for Airflow's generic hook interface."""
