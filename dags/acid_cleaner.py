@@ -5,9 +5,9 @@ No work at import time: acid_core and the hook are imported inside the task.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from airflow.sdk import Param, dag, task
+from acid_plugin.assets import COMPACTED
+from acid_plugin.params import interval_from_env
+from airflow.sdk import AssetOrTimeSchedule, DeltaTriggerTimetable, Param, dag, task
 
 DOC_MD = """
 ### ACID cleaner
@@ -27,13 +27,17 @@ the compaction's highest write id. Then it verifies nothing obsolete remains and
 - Never touches a path outside the table's location, never follows a symbolic link, and refuses tables with
   `no_cleanup`='true'. Deleting is idempotent: a crashed run is finished by the next one.
 
-Hive runs its Cleaner every 5 s (`hive.compactor.cleaner.run.interval`); this DAG polls every 5 minutes.
+**When it runs.** After every compaction task that emits the `acid_compacted` asset (from `acid_initiator` or
+`acid_compact`), and on a timer, `ACID_CLEANER_INTERVAL_SECONDS` (default 300), for entries that had to wait for an
+open transaction, a reader lease or the retention time. Hive's Cleaner polls every 5 s
+(`hive.compactor.cleaner.run.interval`).
 """
 
 
 @dag(
     dag_id="acid_cleaner",
-    schedule=timedelta(minutes=5),
+    schedule=AssetOrTimeSchedule(
+        timetable=DeltaTriggerTimetable(interval_from_env("ACID_CLEANER_INTERVAL_SECONDS", 300)), assets=[COMPACTED]),
     catchup=False,
     max_active_runs=1,
     tags=["acid", "maintenance"],

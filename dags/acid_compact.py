@@ -5,6 +5,8 @@ No work at import time: acid_core and the hook are imported inside the tasks.
 
 from __future__ import annotations
 
+from acid_plugin.assets import COMPACTED
+from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
 from acid_plugin.params import IDENTIFIER, PARTITION
 from airflow.sdk import Param, dag, task
 
@@ -12,13 +14,17 @@ DOC_MD = """
 ### ACID compact
 
 Queues a compaction (`ALTER TABLE ... [PARTITION (...)] COMPACT 'major'|'minor'`) of one full ACID table of the
-`acid_metastore` connection, then, when `wait` is true, runs it in this task with the local compaction worker.
+`acid_metastore` connection, then, when `wait` is true, runs it as a spark-submit job (`spark_jobs/compact.py`
+through the `spark_default` connection, in the `acid_compaction` pool) exactly as `acid_initiator` would.
+With `wait` false the `acid_initiator` DAG runs it at its next poll.
 
 - `partition` is a partition name such as `ds=2026-01-01/hr=3`; it is required for a partitioned table (and must
   exist in the catalog), refused for an unpartitioned one.
 - When a compaction of the same partition is already queued, its id is used and reported.
-- Returns `{"compaction_id", "state"}`; a successful run ends in `ready for cleaning` (the `acid_cleaner` DAG
-  removes the obsolete directories).
+- Unknown tables, tables that are not full ACID and malformed or unknown partitions fail `enqueue`, which names
+  the problem; nothing is queued.
+- `enqueue` returns the compaction id; `compact` returns `{"compaction_id", "state", ...}`. A successful run ends in
+  `ready for cleaning` and emits the `acid_compacted` asset, which starts `acid_cleaner`.
 """
 
 
@@ -34,7 +40,7 @@ Queues a compaction (`ALTER TABLE ... [PARTITION (...)] COMPACT 'major'|'minor'`
         "partition": Param(None, type=["null", "string"], pattern=PARTITION,
                            description="Partition name, e.g. ds=2026-01-01/hr=3 (null for an unpartitioned table)."),
         "type": Param("major", type="string", enum=["major", "minor"], description="Compaction type."),
-        "wait": Param(True, type="boolean", description="Run the compaction in this DAG run."),
+        "wait": Param(True, type="boolean", description="Run the compaction on Spark in this DAG run."),
     },
 )
 def acid_compact():
@@ -74,28 +80,20 @@ def acid_compact():
         log.info("acid_compact: %s", result.message)
         return result.compaction_id
 
-    @task
-    def run(compaction_id: int, params=None) -> dict:
-        """Run the compaction with the local worker when `wait`; returns its id and state."""
+    @task.short_circuit
+    def run_now(compaction_id: int, params=None) -> bool:
+        """Go on to the Spark job when `wait`; otherwise the acid_initiator DAG runs the compaction at its next poll."""
         import logging
 
-        from acid_core.compaction.worker import CompactionWorker
-        from acid_core.metastore.compactions import CompactionState
-        from acid_plugin.hooks import AcidMetastoreHook
+        if not params["wait"]:
+            logging.getLogger("airflow.task").info(
+                "acid_compact: compaction %d queued; acid_initiator runs it at its next poll", compaction_id)
+        return bool(params["wait"])
 
-        log = logging.getLogger("airflow.task")
-        with AcidMetastoreHook().metastore() as metastore:
-            current = metastore.compactions.get(compaction_id)
-            if params["wait"] and current is not None and current.state == CompactionState.INITIATED:
-                outcome = CompactionWorker(metastore).run(compaction_id)
-                log.info("acid_compact: compaction %d: %s", compaction_id, outcome)
-            elif params["wait"]:
-                log.info("acid_compact: compaction %d is %s already; not run here", compaction_id,
-                         current.state.display if current else "unknown")
-            info = metastore.compactions.get(compaction_id)
-        return {"compaction_id": compaction_id, "state": info.state.display if info else "unknown"}
-
-    run(enqueue())
+    compaction_id = enqueue()
+    compact = AcidCompactionOperator(task_id="compact", compaction_id=compaction_id, pool=COMPACTION_POOL,
+                                     outlets=[COMPACTED])
+    run_now(compaction_id) >> compact
 
 
 acid_compact()

@@ -241,6 +241,16 @@ class CompactionQueue:
         row = conn.execute(sa.select(s.completed_compactions).where(s.completed_compactions.c.CC_ID == compaction_id)).first()
         return _from_history(row) if row is not None else None
 
+    def initiated(self, *, limit: int | None = None) -> list[CompactionInfo]:
+        """Queue entries waiting for a worker, oldest first (the order `claim` takes them in)."""
+        cq = s.compaction_queue.c
+        query = (sa.select(s.compaction_queue).where(cq.CQ_STATE == CompactionState.INITIATED.value)
+                 .order_by(cq.CQ_ENQUEUE_TIME, cq.CQ_ID))
+        if limit is not None:
+            query = query.limit(limit)
+        return self.db.run("list initiated compactions",
+                           lambda conn: [_from_queue(row) for row in conn.execute(query).all()], write=False)
+
     def claim(self, *, worker_id: str, compaction_id: int | None = None, pool: str | None = None,
               worker_version: str | None = None) -> CompactionInfo | None:
         """initiated -> working: the given entry, or the oldest initiated one (of `pool`). None when there is none."""

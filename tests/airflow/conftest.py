@@ -25,6 +25,12 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(ROOT / "plugins")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{AIRFLOW_HOME}/airflow.db"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
+# The compaction tasks' spark-submit: local Spark with two threads, on loopback.
+os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
+    {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}})
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+for _name in ("ACID_INITIATOR_INTERVAL_SECONDS", "ACID_CLEANER_INTERVAL_SECONDS"):  # the DAGs' defaults, as shipped
+    os.environ.pop(_name, None)
 if str(ROOT / "plugins") not in sys.path:
     sys.path.insert(0, str(ROOT / "plugins"))
 
@@ -34,7 +40,11 @@ def airflow_db():
     """Airflow's own database, created once per run from the ORM (no migrations replayed); removed at the end."""
     from airflow.utils import db
 
+    from airflow.models.pool import Pool
+
     db.initdb()
+    Pool.create_or_update_pool("acid_compaction", slots=1, description="hive.compactor.worker.threads",
+                               include_deferred=False)
     return AIRFLOW_HOME
 
 
@@ -56,9 +66,13 @@ def warehouse(tmp_path) -> str:
 
 @pytest.fixture
 def acid_connection(airflow_db, metastore_url, warehouse, monkeypatch) -> str:
-    """Points the `acid_metastore` connection at this test's metastore and warehouse; returns the URL."""
+    """Points the `acid_metastore` connection at this test's metastore and warehouse, forgets the initiator's last
+    poll time (a new metastore has its own history); returns the URL."""
+    from airflow.models.variable import Variable
+
     monkeypatch.setenv("AIRFLOW_CONN_ACID_METASTORE", json.dumps(
         {"conn_type": "generic", "host": metastore_url, "extra": {"warehouse": warehouse}}))
+    Variable.delete("acid_initiator_last_check_ms.acid_metastore")
     return metastore_url
 
 
@@ -78,3 +92,11 @@ def make_ms(metastore_url, warehouse):
     yield make
     for store in made:
         store.close()
+
+
+@pytest.fixture(scope="module")
+def dagbag(airflow_db):
+    """This repo's DAGs, parsed once per test module (dag.test() keeps a run's params on the DAG object)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"), bundle_path=ROOT / "dags", bundle_name="dags-folder")

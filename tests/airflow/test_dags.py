@@ -6,33 +6,57 @@ from pathlib import Path
 
 import pytest
 
+from dag_support import COLUMNS, dirs, returned, task_states
+
 pytestmark = pytest.mark.airflow
 
-ROOT = Path(__file__).resolve().parents[2]
-COLUMNS = (("id", "int"), ("name", "string"))
 
-
-@pytest.fixture(scope="module")
-def dagbag(airflow_db):
-    from airflow.dag_processing.dagbag import DagBag
-
-    return DagBag(dag_folder=str(ROOT / "dags"), bundle_path=ROOT / "dags", bundle_name="dags-folder")
+DAG_IDS = {"acid_initiator", "acid_compact", "acid_table_settings", "acid_cleaner", "acid_housekeeping"}
 
 
 def test_dags_import_without_errors(airflow_db, dagbag):
     assert dagbag.import_errors == {}
-    assert {"acid_cleaner", "acid_housekeeping"} <= set(dagbag.dag_ids)
-    for dag_id in ("acid_cleaner", "acid_housekeeping"):
+    assert set(dagbag.dag_ids) == DAG_IDS
+    for dag_id in DAG_IDS:
         dag = dagbag.get_dag(dag_id)
-        assert set(dag.tags) == {"acid", "maintenance"}
-        assert dag.doc_md and dag.max_active_runs == 1 and not dag.catchup
+        assert "acid" in dag.tags and dag.doc_md and not dag.catchup, dag_id
+    for dag_id in ("acid_initiator", "acid_cleaner", "acid_housekeeping"):
+        assert dagbag.get_dag(dag_id).max_active_runs == 1
+
+
+def test_compaction_tasks_feed_the_cleaner_through_an_asset(dagbag):
+    """Compaction tasks run in the acid_compaction pool and emit `acid_compacted`; the cleaner is scheduled on it
+    (and on its timer)."""
+    initiator, compact, cleaner = (dagbag.get_dag(d) for d in ("acid_initiator", "acid_compact", "acid_cleaner"))
+    for task in (initiator.get_task("compact"), compact.get_task("compact")):
+        assert task.pool == "acid_compaction"
+        assert [outlet.name for outlet in task.outlets] == ["acid_compacted"]
+    assert [t.task_id for t in initiator.topological_sort()] == ["poll", "compact"]
+    assert type(cleaner.timetable).__name__ == "AssetOrTimeSchedule"
+    assert [asset.name for asset in cleaner.timetable.asset_condition.objects] == ["acid_compacted"]
+    assert cleaner.timetable.timetable.delta.total_seconds() == 300  # and on its timer (ACID_CLEANER_INTERVAL_SECONDS)
 
 
 def test_dags_parse_in_under_a_second_each(airflow_db, dagbag):
     durations = {Path(stat.file).name: stat.duration for stat in dagbag.dagbag_stats}
-    assert set(durations) >= {"acid_cleaner.py", "acid_housekeeping.py"}
+    assert set(durations) == {f"{dag_id}.py" for dag_id in DAG_IDS}
     slow = {name: duration for name, duration in durations.items() if duration.total_seconds() >= 1}
     assert slow == {}
+
+
+def test_schedule_interval_from_environment_is_checked(monkeypatch):
+    from datetime import timedelta
+
+    from acid_plugin.params import interval_from_env
+
+    monkeypatch.delenv("ACID_TEST_INTERVAL", raising=False)
+    assert interval_from_env("ACID_TEST_INTERVAL", 300) == timedelta(seconds=300)
+    monkeypatch.setenv("ACID_TEST_INTERVAL", "60")
+    assert interval_from_env("ACID_TEST_INTERVAL", 300) == timedelta(seconds=60)
+    for bad in ("0", "-5", "1m", "1.5"):
+        monkeypatch.setenv("ACID_TEST_INTERVAL", bad)
+        with pytest.raises(ValueError, match=f"ACID_TEST_INTERVAL={bad!r}"):
+            interval_from_env("ACID_TEST_INTERVAL", 300)
 
 
 def test_hook_builds_metastore_from_connection(acid_connection, warehouse):
@@ -57,7 +81,7 @@ def test_housekeeping_dag_aborts_timed_out_txn(acid_connection, make_ms, dagbag)
 
     assert dag_run.state == "success"
     assert {info.txn_id: info.state for info in make_ms().txns.show_transactions()} == {stale: "a"}
-    assert _returned(dag_run, "housekeep_metastore")["timed_out_txns"] == [stale]
+    assert returned(dag_run, "housekeep_metastore")["timed_out_txns"] == [stale]
 
 
 def _compacted_table(ms) -> tuple[Path, int]:
@@ -79,42 +103,27 @@ def _compacted_table(ms) -> tuple[Path, int]:
     return Path(info.location), compaction_id
 
 
-def _returned(dag_run, task_id: str):
-    """The task's return value (XCom `return_value`) in `dag_run`."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        query = XComModel.get_many(run_id=dag_run.run_id, key="return_value", dag_ids=dag_run.dag_id,
-                                   task_ids=task_id)
-        return XComModel.deserialize_value(session.execute(query).scalars().one())
-
-
-def _dirs(location: Path) -> list[str]:
-    return sorted(p.name for p in location.iterdir() if not p.name.startswith((".", "_")))
-
-
 def test_cleaner_dag_dry_run_removes_nothing_then_real_run_cleans(acid_connection, make_ms, dagbag):
     from acid_core.metastore.compactions import CompactionState
 
     ms = make_ms()
     location, compaction_id = _compacted_table(ms)
-    before = _dirs(location)
+    before = dirs(location)
     assert len(before) == 4 and before[0].startswith("base_")
     dag = dagbag.get_dag("acid_cleaner")
 
     dry = dag.test(run_conf={"dry_run": True})
 
     assert dry.state == "success"
-    assert _dirs(location) == before
+    assert dirs(location) == before
     assert ms.compactions.get(compaction_id).state == CompactionState.READY_FOR_CLEANING
-    [summary] = _returned(dry, "clean_compactions")
+    [summary] = returned(dry, "clean_compactions")
     assert summary["compaction_id"] == compaction_id and summary["outcome"] == "dry run"
     assert sorted(Path(path).name for path in summary["removed"]) == before[1:]
 
     real = dag.test(run_conf={"dry_run": False})
 
     assert real.state == "success"
-    assert _dirs(location) == [before[0]]
+    assert dirs(location) == [before[0]]
     assert ms.compactions.get(compaction_id).state == CompactionState.SUCCEEDED
-    assert [entry["outcome"] for entry in _returned(real, "clean_compactions")] == ["cleaned"]
+    assert [entry["outcome"] for entry in returned(real, "clean_compactions")] == ["cleaned"]

@@ -6,42 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from dag_support import COLUMNS, dirs, returned, task_states
+
 pytestmark = pytest.mark.airflow
 
-ROOT = Path(__file__).resolve().parents[2]
-COLUMNS = (("id", "int"), ("name", "string"))
 DELTA_NUM = "compactorthreshold.hive.compactor.delta.num.threshold"
 # dag.test() keeps the previous run's conf values on the shared DAG object, so every run gives every param.
 SETTINGS = {"database": "default", "no_auto_compaction": "leave", "delta_num_threshold": None,
             "delta_pct_threshold": None, "clear_thresholds": False}
 COMPACT = {"database": "default", "partition": None, "type": "major", "wait": True}
-
-
-@pytest.fixture(scope="module")
-def dagbag(airflow_db):
-    from airflow.dag_processing.dagbag import DagBag
-
-    return DagBag(dag_folder=str(ROOT / "dags"), bundle_path=ROOT / "dags", bundle_name="dags-folder")
-
-
-def _returned(dag_run, task_id: str):
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        query = XComModel.get_many(run_id=dag_run.run_id, key="return_value", dag_ids=dag_run.dag_id,
-                                   task_ids=task_id)
-        return XComModel.deserialize_value(session.execute(query).scalars().one())
-
-
-def _task_states(dag_run) -> dict[str, str]:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter(TaskInstance.dag_id == dag_run.dag_id,
-                                                 TaskInstance.run_id == dag_run.run_id).all()
-        return {ti.task_id: ti.state for ti in tis}
 
 
 def test_manual_dags_import_without_errors(dagbag):
@@ -52,7 +25,7 @@ def test_manual_dags_import_without_errors(dagbag):
     assert set(settings.tags) == {"acid", "settings"} and set(compact.tags) == {"acid", "compaction"}
     assert settings.doc_md and compact.doc_md
     assert type(settings.timetable).__name__ == type(compact.timetable).__name__ == "NullTimetable"
-    assert [t.task_id for t in compact.topological_sort()] == ["enqueue", "run"]
+    assert [t.task_id for t in compact.topological_sort()] == ["enqueue", "run_now", "compact"]
 
 
 # --- acid_table_settings ---------------------------------------------------------------------------------------------
@@ -66,7 +39,7 @@ def test_settings_sets_no_auto_compaction_and_threshold(acid_connection, make_ms
     assert run.state == "success"
     info = ms.catalog.get_table("default", "t")
     assert info.param("no_auto_compaction") == "true" and info.param(DELTA_NUM) == "4"
-    assert _returned(run, "apply_settings")[DELTA_NUM] == "4"
+    assert returned(run, "apply_settings")[DELTA_NUM] == "4"
 
     run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, 
         "database": "default", "table": "t", "no_auto_compaction": "clear", "clear_thresholds": True,
@@ -88,7 +61,7 @@ def test_settings_fails_for_unknown_or_plain_table(acid_connection, make_ms, dag
         "database": "default", "table": table, "no_auto_compaction": "true", "delta_num_threshold": 2})
 
     assert run.state == "failed"
-    assert _task_states(run) == {"apply_settings": "failed"}
+    assert task_states(run) == {"apply_settings": "failed"}
     output = "".join(capfd.readouterr())
     assert "refusing default." + table in output and expected in output
     assert dict(ms.catalog.get_table("default", "plain").params) == before
@@ -136,30 +109,26 @@ def _rows(location: str) -> list[tuple]:
     return sorted(zip(*(table.column(i).to_pylist() for i in range(table.num_columns))))
 
 
-def _dirs(location: Path) -> list[str]:
-    return sorted(p.name for p in location.iterdir() if not p.name.startswith((".", "_")))
-
-
 def test_compact_runs_chosen_partition(acid_connection, make_ms, dagbag):
     ms = make_ms()
     info = _partitioned_table(ms)
     part = Path(info.location) / "ds=2026-01-01"
     other = Path(info.location) / "ds=2026-01-02"
-    rows_before, other_before = _rows(str(part)), _dirs(other)
-    assert len(rows_before) == 3 and len(_dirs(part)) == 3
+    rows_before, other_before = _rows(str(part)), dirs(other)
+    assert len(rows_before) == 3 and len(dirs(part)) == 3
 
     run = dagbag.get_dag("acid_compact").test(run_conf={**COMPACT, 
         "database": "default", "table": "p", "partition": "ds=2026-01-01", "type": "major"})
 
     assert run.state == "success"
-    result = _returned(run, "run")
+    result = returned(run, "compact")
     assert result["state"] == "ready for cleaning"
-    assert result["compaction_id"] == _returned(run, "enqueue")
+    assert result["compaction_id"] == returned(run, "enqueue")
     compaction = ms.compactions.get(result["compaction_id"])
     assert compaction.partition == "ds=2026-01-01"
-    assert any(name.startswith("base_") for name in _dirs(part))
+    assert any(name.startswith("base_") for name in dirs(part))
     assert _rows(str(part)) == rows_before
-    assert _dirs(other) == other_before
+    assert dirs(other) == other_before
 
 
 @pytest.mark.parametrize("conf", [
@@ -196,6 +165,6 @@ def test_compact_refuses_bad_table_or_partition(acid_connection, make_ms, dagbag
     run = dagbag.get_dag("acid_compact").test(run_conf={**COMPACT, "database": "default", **conf})
 
     assert run.state == "failed"
-    assert _task_states(run)["enqueue"] == "failed"
+    assert task_states(run)["enqueue"] == "failed"
     assert expected in "".join(capfd.readouterr())
     assert ms.compactions.show() == []
