@@ -6,7 +6,7 @@ No work at import time: acid_core and the hook are imported inside the task.
 from __future__ import annotations
 
 from acid_plugin.assets import COMPACTED
-from acid_plugin.params import interval_from_env
+from acid_plugin.params import ABSOLUTE_PATH, interval_from_env
 from airflow.sdk import AssetOrTimeSchedule, DeltaTriggerTimetable, Param, dag, task
 
 DOC_MD = """
@@ -46,8 +46,9 @@ open transaction, a reader lease or the retention time. Hive's Cleaner polls eve
         "dry_run": Param(False, type="boolean", description="List what would be removed; change nothing."),
         "retention_seconds": Param(0, type="integer", minimum=0,
                                    description="hive.compactor.cleaner.retention.time.seconds (delayed cleanup)."),
-        "trash_dir": Param(None, type=["null", "string"],
-                           description="Move removed directories here instead of deleting them."),
+        "trash_dir": Param(None, type=["null", "string"], pattern=ABSOLUTE_PATH,
+                           description="Move removed directories here (an absolute path or URI on the table's "
+                                       "filesystem) instead of deleting them."),
     },
 )
 def acid_cleaner():

@@ -6,12 +6,15 @@ commit or abort); bases come from the real compaction worker. Every test runs on
 
 from __future__ import annotations
 
+import posixpath
+from collections import Counter
 from dataclasses import dataclass
 
 import pytest
 
 from acid_core.compaction.initiator import (Candidate, decide, find_candidates, run_initiator)
 from acid_core.compaction.worker import CompactionWorker
+from acid_core.fs import FileSystem
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
@@ -217,6 +220,19 @@ def test_an_initiated_or_working_compaction_skips_the_partition(ms):
     assert [e.id for e in queued(ms)] == [manual.compaction_id]
 
 
+def test_a_queued_compaction_skips_only_its_own_partition(ms):
+    table = make_table(ms, "pt", partitioned=True)
+    for _ in range(4):
+        table.write(1, partition={"p": "a"})
+        table.write(1, partition={"p": "b"})
+    ms.compactions.enqueue("default", "pt", None, MINOR)  # a table-level entry is not any partition's
+    manual = ms.compactions.enqueue("default", "pt", "p=a", MINOR)
+    decisions = decisions_by_table(run_initiator(ms, last_checked_ms=None, delta_num_threshold=3))
+    assert decisions[("pt", "p=a")].reason == (f"compaction {manual.compaction_id} is already initiated "
+                                               "for default.pt/p=a")
+    assert decisions[("pt", "p=b")].compaction_type is MAJOR and decisions[("pt", "p=b")].compaction_id is not None
+
+
 def test_consecutive_failures_stop_the_initiator_until_the_retry_time(ms, clock):
     table = make_table(ms, "t")
     for _ in range(4):
@@ -310,3 +326,36 @@ def test_failed_threshold_zero_or_negative_disables_the_check(ms, threshold):
     ms.compactions.mark_failed(failed.compaction_id, "boom")
     assert decide(ms, Candidate("default", "t", None), delta_num_threshold=3,
                   failed_threshold=threshold).compaction_type is MAJOR
+
+
+def test_one_poll_reads_each_table_once_and_lists_only_the_written_partitions(ms, clock, monkeypatch):
+    table = make_table(ms, "pt", partitioned=True)
+    for name in "abcd":
+        table.write(1, partition={"p": name})
+    clock.advance(1000)
+    checked = clock.now_ms()
+    for _ in range(4):
+        table.write(1, partition={"p": "b"})
+    table.write(1, partition={"p": "c"})
+    calls, listed = Counter(), []
+
+    def spy(owner, name):
+        real = getattr(owner, name)
+
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, call)
+
+    spy(ms.catalog, "get_table")
+    spy(ms.catalog, "get_database")
+    spy(ms.txns, "snapshot")
+    list_dir = FileSystem.list_dir
+    monkeypatch.setattr(FileSystem, "list_dir", lambda fs, path: listed.append(path) or list_dir(fs, path))
+    decisions = run_initiator(ms, last_checked_ms=checked, delta_num_threshold=3)
+    assert [(d.candidate.partition, d.compaction_type) for d in decisions] == [("p=b", MAJOR), ("p=c", None)]
+    assert calls == {"get_table": 1, "get_database": 1, "snapshot": 1}
+    relative = [posixpath.relpath(path, table.info.location) for path in listed]
+    assert [path for path in relative if "/" not in path] == ["p=b", "p=c"]  # partition directories, once each
+    assert len(relative) == 2 + 5 + 2  # and the delta directories inside them (p=b: 5 deltas, p=c: 2)

@@ -4,6 +4,9 @@
 (partitions written since the last run, or whose newest history entry failed / did not initiate) and the aborted
 transactions per partition (TXNS + TXN_COMPONENTS). `decide` applies Hive's isEligibleForCompaction and
 checkForCompaction / determineCompactionType (hive-acid-reference.md section 7); `run_initiator` queues the result.
+Within one cycle the table and database definitions, each table's write-id snapshot and the initiated/working queue
+entries are read once (`CycleReads`, as Hive's Initiator caches tables and reads showCompact once per cycle), so a
+poll costs per candidate one compaction-history query and the listing of its partition directory.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from acid_core.errors import AcidError, MetastoreError, NoSuchObjectError
 from acid_core.layout import parse_bucket_file
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
-from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.catalog import DatabaseInfo, TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.txns import TXN_ABORTED, full_table_name
 from acid_core.state import DirectoryState, get_acid_state
@@ -120,15 +123,57 @@ def _skip(candidate: Candidate, reason: str) -> Decision:
     return Decision(candidate, None, reason)
 
 
-def _queued_or_working(metastore: Metastore, candidate: Candidate) -> tuple[int, str] | None:
-    cq = s.compaction_queue.c
-    row = metastore.db.run("look for a queued compaction", lambda conn: conn.execute(
-        sa.select(cq.CQ_ID, cq.CQ_STATE).where(
-            cq.CQ_DATABASE == candidate.database, cq.CQ_TABLE == candidate.table,
-            _same_partition(cq.CQ_PARTITION, candidate.partition),
-            cq.CQ_STATE.in_((CompactionState.INITIATED.value, CompactionState.WORKING.value)))
-        .order_by(cq.CQ_ID).limit(1)).first(), write=False)
-    return (row.CQ_ID, CompactionState(row.CQ_STATE).display) if row is not None else None
+class CycleReads:
+    """Metastore reads shared by the candidates of one initiator cycle, each made at most once.
+
+    Table and database definitions, a compactor write-id list per table and the initiated or working queue entries
+    (Hive's Initiator caches tables per cycle and reads showCompact once per cycle). A table that does not exist is
+    not remembered, so it is looked up again. `enqueue` re-checks the queue atomically, so an entry queued by
+    someone else during the cycle still prevents a duplicate.
+    """
+
+    def __init__(self, metastore: Metastore) -> None:
+        self.metastore = metastore
+        self._tables: dict[tuple[str, str], TableInfo] = {}
+        self._databases: dict[str, DatabaseInfo] = {}
+        self._write_ids: dict[str, ValidCompactorWriteIdList] = {}
+        self._queued: dict[tuple[str, str, str | None], tuple[int, str]] | None = None
+
+    def table(self, database: str, name: str) -> TableInfo:
+        """The table's definition.
+
+        Raises:
+            NoSuchObjectError: the table does not exist.
+        """
+        key = (database, name)
+        if key not in self._tables:
+            self._tables[key] = self.metastore.catalog.get_table(database, name)
+        return self._tables[key]
+
+    def database(self, name: str) -> DatabaseInfo:
+        if name not in self._databases:
+            self._databases[name] = self.metastore.catalog.get_database(name)
+        return self._databases[name]
+
+    def write_ids(self, table: TableInfo) -> ValidCompactorWriteIdList:
+        """The table's compactor write-id list, from a snapshot taken at the cycle's first look at the table."""
+        name = full_table_name(table.database, table.name)
+        if name not in self._write_ids:
+            self._write_ids[name] = ValidCompactorWriteIdList.from_reader(
+                self.metastore.txns.snapshot([name]).write_ids[name])
+        return self._write_ids[name]
+
+    def queued_or_working(self, candidate: Candidate) -> tuple[int, str] | None:
+        """The lowest-numbered initiated or working queue entry of the candidate's partition: (id, state)."""
+        if self._queued is None:
+            cq = s.compaction_queue.c
+            rows = self.metastore.db.run("look for queued compactions", lambda conn: conn.execute(
+                sa.select(cq.CQ_ID, cq.CQ_DATABASE, cq.CQ_TABLE, cq.CQ_PARTITION, cq.CQ_STATE)
+                .where(cq.CQ_STATE.in_((CompactionState.INITIATED.value, CompactionState.WORKING.value)))
+                .order_by(cq.CQ_ID.desc())).all(), write=False)
+            self._queued = {(row.CQ_DATABASE, row.CQ_TABLE, row.CQ_PARTITION):
+                            (row.CQ_ID, CompactionState(row.CQ_STATE).display) for row in rows}  # lowest id wins
+        return self._queued.get((candidate.database, candidate.table, candidate.partition))
 
 
 def _failed_too_often(metastore: Metastore, candidate: Candidate, threshold: int, retry_time_ms: int) -> str | None:
@@ -202,26 +247,30 @@ def _compaction_type(table: TableInfo, state: DirectoryState, *, delta_num_thres
 
 def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: int = DELTA_NUM_THRESHOLD,
            delta_pct_threshold: float = DELTA_PCT_THRESHOLD, failed_threshold: int = FAILED_THRESHOLD,
-           failed_retry_time_ms: int = FAILED_RETRY_TIME_MS) -> Decision:
+           failed_retry_time_ms: int = FAILED_RETRY_TIME_MS, reads: CycleReads | None = None) -> Decision:
     """Hive's isEligibleForCompaction then checkForCompaction for one candidate.
+
+    Args:
+        reads: the cycle's shared reads (run_initiator passes one for all its candidates); fresh ones when None.
 
     Raises:
         AcidError: the partition cannot be examined (unreadable directory, bad threshold property, metastore error).
     """
+    reads = reads if reads is not None else CycleReads(metastore)
     try:
-        table = metastore.catalog.get_table(candidate.database, candidate.table)
+        table = reads.table(candidate.database, candidate.table)
     except NoSuchObjectError:
         return _skip(candidate, f"table {candidate.database}.{candidate.table} no longer exists")
     if not table.is_transactional:
         return _skip(candidate, f"table {table.full_name} is not a full ACID table")
     if table.no_auto_compaction:
         return _skip(candidate, f"table {table.full_name} has no_auto_compaction=true")
-    if metastore.catalog.get_database(candidate.database).no_auto_compaction:
+    if reads.database(candidate.database).no_auto_compaction:
         return _skip(candidate, f"database {candidate.database} has no_auto_compaction=true")
     if table.partition_keys and candidate.partition is None:
         return _skip(candidate, f"table {table.full_name} is partitioned: a table-level entry (dynamic-partition "
                                 "write) is not compacted")
-    queued = _queued_or_working(metastore, candidate)
+    queued = reads.queued_or_working(candidate)
     if queued is not None:
         return _skip(candidate, f"compaction {queued[0]} is already {queued[1]} for {candidate.full_partition_name}")
     failed = _failed_too_often(metastore, candidate, failed_threshold, failed_retry_time_ms)
@@ -234,9 +283,7 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
         return Decision(candidate, CompactionType.MINOR,
                         f"an aborted transaction started at {candidate.oldest_abort_ms} is older than "
                         "aborted.txn.time.threshold")
-    name = full_table_name(table.database, table.name)
-    write_ids = ValidCompactorWriteIdList.from_reader(metastore.txns.snapshot([name]).write_ids[name])
-    state = get_acid_state(table.partition_location(candidate.partition), write_ids=write_ids)
+    state = get_acid_state(table.partition_location(candidate.partition), write_ids=reads.write_ids(table))
     compaction_type, reason = _compaction_type(table, state, delta_num_threshold=delta_num_threshold,
                                                delta_pct_threshold=delta_pct_threshold)
     return Decision(candidate, compaction_type, reason)
@@ -254,13 +301,14 @@ def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_m
     a candidate again next cycle, as in Hive) and a Decision without a type saying why.
     """
     initiator_id = f"{metastore.db.identity.host}-initiator"
+    reads = CycleReads(metastore)
     decisions = []
     for candidate in find_candidates(metastore, last_checked_ms=last_checked_ms, aborted_threshold=aborted_threshold,
                                      aborted_time_threshold_ms=aborted_time_threshold_ms):
         try:
             decision = decide(metastore, candidate, delta_num_threshold=delta_num_threshold,
                               delta_pct_threshold=delta_pct_threshold, failed_threshold=failed_threshold,
-                              failed_retry_time_ms=failed_retry_time_ms)
+                              failed_retry_time_ms=failed_retry_time_ms, reads=reads)
         except AcidError as exc:
             decision = _skip(candidate, f"could not decide: {exc}")
             if not dry_run:

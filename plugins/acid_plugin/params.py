@@ -8,6 +8,8 @@ IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # key=value pairs separated by "/": no "..", no leading "/", no quotes, spaces or other SQL punctuation.
 _PAIR = r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_:%+-]+(?:\.[A-Za-z0-9_:%+-]+)*"
 PARTITION = rf"^(?!.*\.\.){_PAIR}(?:/{_PAIR})*$"
+# an absolute path or a filesystem URI, with no ".." segment and no whitespace
+ABSOLUTE_PATH = r"^(?!.*(?:^|/)\.\.(?:/|$))(?:/|[A-Za-z][A-Za-z0-9+.-]*://)\S*$"
 
 
 def interval_from_env(name: str, default_seconds: int) -> timedelta:

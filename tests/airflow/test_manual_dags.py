@@ -102,35 +102,6 @@ def _partitioned_table(ms):
     return info
 
 
-def _rows(location: str) -> list[tuple]:
-    from acid_core.merge import read_snapshot
-
-    table = read_snapshot(location)
-    return sorted(zip(*(table.column(i).to_pylist() for i in range(table.num_columns))))
-
-
-def test_compact_runs_chosen_partition(acid_connection, make_ms, dagbag):
-    ms = make_ms()
-    info = _partitioned_table(ms)
-    part = Path(info.location) / "ds=2026-01-01"
-    other = Path(info.location) / "ds=2026-01-02"
-    rows_before, other_before = _rows(str(part)), dirs(other)
-    assert len(rows_before) == 3 and len(dirs(part)) == 3
-
-    run = dagbag.get_dag("acid_compact").test(run_conf={**COMPACT, 
-        "database": "default", "table": "p", "partition": "ds=2026-01-01", "type": "major"})
-
-    assert run.state == "success"
-    result = returned(run, "compact")
-    assert result["state"] == "ready for cleaning"
-    assert result["compaction_id"] == returned(run, "enqueue")
-    compaction = ms.compactions.get(result["compaction_id"])
-    assert compaction.partition == "ds=2026-01-01"
-    assert any(name.startswith("base_") for name in dirs(part))
-    assert _rows(str(part)) == rows_before
-    assert dirs(other) == other_before
-
-
 @pytest.mark.parametrize("conf", [
     {"partition": "../x"}, {"partition": "ds=1/../.."}, {"partition": "/etc"}, {"partition": "ds=2026-01-01/"},
     {"partition": "ds='x'; DROP TABLE p"}, {"table": "p; DROP TABLE p", "partition": "ds=2026-01-01"},

@@ -7,7 +7,6 @@ Imported as a top-level module (pytest puts `tests/spark` on `sys.path`, as `tes
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, full_table_name
 from acid_core.rowid import RowId
 from acid_core.writer import EmbeddedWriter
+from processes import kill_session
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 COLUMNS = (("id", "bigint"), ("name", "string"), ("amount", "double"))
@@ -151,33 +151,3 @@ def run_compact(compaction_id: int, metastore_url: str, acid_home: Path, *extra:
     finally:
         kill_session(process.pid)  # Spark's Python daemon has its own process group: whatever is left of the session
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-
-
-def session_members(session_id: int) -> list[int]:
-    """Processes of the session `session_id` (field 6 of /proc/PID/stat), the session leader included."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
-        if int(fields[3]) == session_id and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
-
-
-def kill_session(session_id: int, *, timeout: float = 30) -> None:
-    """SIGKILL every process of a session this test started (by pid), until none is left."""
-    deadline = time.monotonic() + timeout
-    while members := session_members(session_id):
-        for pid in members:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"processes {members} of session {session_id} survived SIGKILL")
-        time.sleep(0.05)

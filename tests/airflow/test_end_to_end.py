@@ -1,0 +1,310 @@
+"""The maintenance platform end to end: the DAGs run with `dag.test()`, compactions as real spark-submit jobs on local
+Spark, real table files, and the metastore on SQLite and on a real PostgreSQL server.
+
+Each spark-submit costs several seconds of JVM start-up, so the scenarios are few and each does a lot: one initiator
+run queues a minor, a major and an aborted-transaction compaction and runs all three; a manual run compacts one
+chosen partition; a killed compaction is put back by housekeeping and retried by the initiator.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dag_support import COLUMNS, ROOT, dirs, returned, returned_all, task_states
+from processes import kill_session
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark]
+
+# dag.test() keeps the previous run's conf values on the shared DAG object, so every run gives every param.
+INITIATOR = {"dry_run": False, "full_scan": False, "delta_num_threshold": 10, "delta_pct_threshold": 0.1,
+             "aborted_threshold": 1000, "aborted_time_threshold_seconds": 43200, "failed_threshold": 2,
+             "failed_retry_seconds": 604800, "max_compactions": 100}
+CLEANER = {"dry_run": False, "retention_seconds": 0, "trash_dir": None}
+SETTINGS = {"database": "default", "no_auto_compaction": "leave", "delta_num_threshold": None,
+            "delta_pct_threshold": None, "clear_thresholds": False}
+COMPACT = {"database": "default", "partition": None, "type": "major", "wait": True}
+
+
+@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
+                        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)])
+def metastore_url(request, tmp_path) -> str:
+    """These scenarios run on a SQLite file and on a fresh database of the test PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/metastore.db"
+    return request.getfixturevalue("postgres_url")
+
+
+class Tables:
+    """Writes real transactions into real tables of one metastore: embedded-writer inserts and streaming batches."""
+
+    def __init__(self, ms) -> None:
+        self.ms = ms
+        self.random = random.Random(7)
+
+    def create(self, name: str, *, partitioned: bool):
+        return self.ms.catalog.create_table("default", name, COLUMNS, params={"transactional": "true"},
+                                            partition_keys=[("ds", "string")] if partitioned else None)
+
+    def insert(self, name: str, ds: str | None, count: int, *, abort: bool = False) -> None:
+        from acid_core.metastore.locks import LockComponent, LockType
+        from acid_core.metastore.txns import Operation
+        from acid_core.writer import EmbeddedWriter
+
+        ms, info = self.ms, self.ms.catalog.get_table("default", name)
+        partition = {"ds": ds} if ds is not None else None
+        part_name = ms.catalog.add_partition("default", name, partition).name if ds is not None else None
+        txn_id = ms.txns.open_txn()
+        ms.locks.acquire([LockComponent("default", name, part_name, LockType.SHARED_WRITE)], txn_id=txn_id)
+        write_id = ms.txns.allocate_write_ids([txn_id], "default", name)[txn_id]
+        ms.txns.add_components(txn_id, "default", name, [part_name], Operation.INSERT)
+        rows = [(self.random.randrange(2**31), f"{self.random.getrandbits(96):024x}") for _ in range(count)]
+        EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"] if ds is not None else []).insert(
+            rows, write_id=write_id, partition=partition)
+        (ms.txns.abort if abort else ms.txns.commit)(txn_id)
+
+    def stream(self, name: str, ds: str, transactions: int, *, abort: bool = False) -> None:
+        """`transactions` streaming transactions of one row each, one delta per transaction (batches of one)."""
+        from acid_core.streaming import StreamingConnection
+
+        with StreamingConnection(self.ms, "default", name, partition={"ds": ds}, batch_size=1) as stream:
+            for number in range(transactions):
+                stream.begin_transaction()
+                stream.write([(number, f"streamed-{number}")])
+                stream.abort_transaction() if abort else stream.commit_transaction()
+
+    def compact_in_process(self, name: str, ds: str | None) -> None:
+        """Set-up only: a base from the local worker, cleaned, so the partition starts as one base."""
+        from acid_core.compaction.cleaner import clean
+        from acid_core.compaction.worker import CompactionWorker
+        from acid_core.metastore.compactions import CompactionType
+
+        partition = f"ds={ds}" if ds is not None else None
+        compaction_id = self.ms.compactions.enqueue("default", name, partition, CompactionType.MAJOR).compaction_id
+        CompactionWorker(self.ms).run(compaction_id)
+        clean(self.ms, log=lambda line: None)
+
+    def rows(self, name: str, ds: str | None, snapshot=None) -> list[tuple]:
+        from acid_core.merge import read_snapshot
+
+        full = f"default.{name}"
+        snapshot = snapshot or self.ms.txns.snapshot([full])
+        info = self.ms.catalog.get_table("default", name)
+        table = read_snapshot(info.partition_location(f"ds={ds}" if ds else None), write_ids=snapshot.write_ids[full],
+                              txns=snapshot.txns)
+        return sorted(zip(*(table.column(i).to_pylist() for i in range(table.num_columns))))
+
+    def location(self, name: str, ds: str | None) -> Path:
+        return Path(self.ms.catalog.get_table("default", name).partition_location(f"ds={ds}" if ds else None))
+
+
+def _asset_events(name: str) -> int:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id).filter(
+            AssetModel.name == name).count()
+
+
+def test_initiator_compacts_on_spark_and_cleaner_waits_for_open_readers(acid_connection, make_ms, dagbag):
+    from acid_core.compaction.initiator import find_candidates
+    from acid_core.metastore.compactions import CompactionState
+
+    ms = make_ms()
+    tables = Tables(ms)
+    tables.create("sales", partitioned=True)
+    tables.create("quiet", partitioned=False)
+    for ds in ("a", "b", "c"):  # each partition starts as one base of incompressible rows
+        tables.insert("sales", ds, 10_000)
+        tables.insert("sales", ds, 10_000)
+        tables.compact_in_process("sales", ds)
+    tables.stream("sales", "a", 11)  # 11 small deltas > delta.num.threshold 10, tiny next to the base: minor
+    tables.insert("sales", "b", 6_000)  # delta bytes / base bytes > delta.pct.threshold 0.1: major
+    tables.stream("sales", "c", 3, abort=True)  # 3 aborted transactions > aborted_threshold 2 (below): major
+    for _ in range(12):
+        tables.insert("quiet", None, 1)
+    settings = dagbag.get_dag("acid_table_settings").test(
+        run_conf={**SETTINGS, "table": "quiet", "no_auto_compaction": "true"})
+    assert settings.state == "success"
+    quiet_before = dirs(tables.location("quiet", None))
+    history_before = len(ms.compactions.show())
+    initiator = dagbag.get_dag("acid_initiator")
+
+    dry = initiator.test(run_conf={**INITIATOR, "dry_run": True, "aborted_threshold": 2})
+
+    assert dry.state == "success"
+    decisions = {d["partition"]: d for d in returned(dry, "poll", key="decisions")}
+    assert {name: d["type"] for name, d in decisions.items()} == {
+        "default.sales/ds=a": "MINOR", "default.sales/ds=b": "MAJOR", "default.sales/ds=c": "MAJOR",
+        "default.quiet": None}
+    assert "no_auto_compaction" in decisions["default.quiet"]["reason"]
+    assert "aborted transactions" in decisions["default.sales/ds=c"]["reason"]
+    assert len(ms.compactions.show()) == history_before and ms.compactions.initiated() == []
+    assert task_states(dry) == {"poll": "success", "compact": "skipped"}  # mapped over nothing
+
+    reader = ms.txns.open_txn()  # a reader whose snapshot predates the compactions
+    reader_snapshot = ms.txns.snapshot(["default.sales"], current_txn=reader)
+    rows_before = {ds: tables.rows("sales", ds, reader_snapshot) for ds in "abc"}
+    dirs_before = {ds: dirs(tables.location("sales", ds)) for ds in "abc"}
+    assert len(dirs_before["a"]) == 12 and len(dirs_before["c"]) == 4
+
+    run = initiator.test(run_conf={**INITIATOR, "aborted_threshold": 2})
+
+    assert run.state == "success"
+    assert task_states(run) == {"poll": "success", "compact[0]": "success", "compact[1]": "success",
+                                "compact[2]": "success"}
+    results = {r["partition"]: r for r in returned_all(run, "compact")}
+    assert {p: (r["type"], r["state"]) for p, r in results.items()} == {
+        "ds=a": ("MINOR", "ready for cleaning"), "ds=b": ("MAJOR", "ready for cleaning"),
+        "ds=c": ("MAJOR", "ready for cleaning")}
+    assert sorted(returned(run, "poll")) == sorted(r["compaction_id"] for r in results.values())
+    assert _asset_events("acid_compacted") >= 3
+    for entry in (ms.compactions.get(r["compaction_id"]) for r in results.values()):
+        assert "-airflow-acid_initiator.compact[" in entry.worker_id  # the mapped task that ran it
+    assert dirs(tables.location("quiet", None)) == quiet_before and ms.compactions.show(table="quiet") == []
+    new_dirs = {ds: set(dirs(tables.location("sales", ds))) - set(dirs_before[ds]) for ds in "abc"}
+    assert [name.split("_v")[0].split("_")[0] for name in new_dirs["a"]] == ["delta"]
+    assert [name.split("_v")[0].split("_")[0] for name in new_dirs["b"]] == ["base"]
+    assert new_dirs["c"] == set()  # nothing to merge: the aborted deltas are left for the cleaner
+
+    cleaner = dagbag.get_dag("acid_cleaner")
+    waiting = cleaner.test(run_conf=CLEANER)
+
+    assert waiting.state == "success"
+    for ds in "abc":  # the open reader still reads the inputs: nothing removed, same rows
+        assert set(dirs_before[ds]) <= set(dirs(tables.location("sales", ds)))
+        assert tables.rows("sales", ds, reader_snapshot) == rows_before[ds]
+        assert tables.rows("sales", ds) == rows_before[ds]  # and a new snapshot reads the compacted result
+    assert {ms.compactions.get(r["compaction_id"]).state for r in results.values()} == {
+        CompactionState.READY_FOR_CLEANING}
+
+    ms.txns.commit(reader)
+    cleaned = cleaner.test(run_conf=CLEANER)
+
+    assert cleaned.state == "success"
+    assert {ms.compactions.get(r["compaction_id"]).state for r in results.values()} == {CompactionState.SUCCEEDED}
+    # the compactions' inputs removed: the minor one's deltas (its base stays), the major one's base and delta
+    assert set(dirs(tables.location("sales", "a"))) == {dirs_before["a"][0], *new_dirs["a"]}
+    assert set(dirs(tables.location("sales", "b"))) == new_dirs["b"]
+    assert dirs(tables.location("sales", "c")) == dirs_before["c"][:1]  # the base; the aborted deltas removed
+    for ds in "abc":
+        assert tables.rows("sales", ds) == rows_before[ds]
+    # the cleaned partitions' writes and aborts are forgotten: only the never-compacted table is still a candidate
+    assert [c.full_partition_name for c in find_candidates(ms, last_checked_ms=None, aborted_threshold=2,
+                                                           aborted_time_threshold_ms=-1)] == ["default.quiet"]
+
+
+def test_manual_run_compacts_the_chosen_partition(acid_connection, make_ms, dagbag):
+    ms = make_ms()
+    tables = Tables(ms)
+    tables.create("p", partitioned=True)
+    for ds in ("2026-01-01", "2026-01-01", "2026-01-01", "2026-01-02"):
+        tables.insert("p", ds, 3)
+    part, other = tables.location("p", "2026-01-01"), tables.location("p", "2026-01-02")
+    rows_before, other_before = tables.rows("p", "2026-01-01"), dirs(other)
+    assert len(rows_before) == 9 and len(dirs(part)) == 3
+
+    run = dagbag.get_dag("acid_compact").test(
+        run_conf={**COMPACT, "table": "p", "partition": "ds=2026-01-01", "type": "major"})
+
+    assert run.state == "success"
+    result = returned(run, "compact")
+    assert result["compaction_id"] == returned(run, "enqueue")
+    assert (result["state"], result["type"], result["partition"]) == ("ready for cleaning", "MAJOR", "ds=2026-01-01")
+    assert ms.compactions.get(result["compaction_id"]).worker_id.endswith(f"acid_compact.compact-1-c{result['compaction_id']}")
+    assert [name for name in dirs(part) if name.startswith("base_")]
+    assert tables.rows("p", "2026-01-01") == rows_before
+    assert dirs(other) == other_before
+
+    queued_only = dagbag.get_dag("acid_compact").test(
+        run_conf={**COMPACT, "table": "p", "partition": "ds=2026-01-02", "type": "minor", "wait": False})
+
+    assert queued_only.state == "success"
+    assert task_states(queued_only) == {"enqueue": "success", "run_now": "success", "compact": "skipped"}
+    assert [entry.id for entry in ms.compactions.initiated()] == [returned(queued_only, "enqueue")]
+
+
+def test_killed_compaction_is_put_back_by_housekeeping_and_retried(acid_connection, make_ms, dagbag, tmp_path):
+    from acid_core.metastore.compactions import CompactionState, CompactionType
+
+    ms = make_ms()
+    tables = Tables(ms)
+    tables.create("k", partitioned=False)
+    for _ in range(3):
+        tables.insert("k", None, 150_000)  # big enough that the Spark tasks take a few seconds
+    rows_before, dirs_before = tables.rows("k", None), dirs(tables.location("k", None))
+    compaction_id = ms.compactions.enqueue("default", "k", None, CompactionType.MAJOR).compaction_id
+    hidden = f".tmp-c{compaction_id}"
+
+    with open(tmp_path / "killed.log", "w") as log:  # a worker that dies mid-job: `acid compact run` killed
+        process = subprocess.Popen([sys.executable, "-m", "acid_cli.main", "compact", "run", str(compaction_id),
+                                    "--metastore", acid_connection, "--master", "local[1]"], cwd=ROOT,
+                                   stdout=log, stderr=log, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not any(p.name.endswith(hidden) for p in tables.location("k", None).iterdir()):
+            assert process.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the compaction never started writing"
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        kill_session(process.pid)
+        process.wait()
+    killed = ms.compactions.get(compaction_id)
+    assert killed.state is CompactionState.WORKING and killed.txn_id is not None
+    initiator = dagbag.get_dag("acid_initiator")
+
+    blocked = initiator.test(run_conf=INITIATOR)  # the entry is 'working': nothing to run yet
+
+    assert blocked.state == "success" and returned(blocked, "poll") == []
+    time.sleep(max(0.0, killed.start_ms / 1000 + 1.1 - time.time()))
+    housekeeping = dagbag.get_dag("acid_housekeeping").test(run_conf={"worker_timeout_seconds": 1})
+
+    assert housekeeping.state == "success"
+    assert returned(housekeeping, "housekeep_metastore")["reverted_compactions"] == [compaction_id]
+    assert ms.compactions.get(compaction_id).state is CompactionState.INITIATED
+    assert not any(p.name.endswith(hidden) for p in tables.location("k", None).iterdir())
+    assert tables.rows("k", None) == rows_before
+
+    retried = initiator.test(run_conf=INITIATOR)
+
+    assert retried.state == "success"
+    assert returned(retried, "poll") == [compaction_id]
+    assert returned_all(retried, "compact")[0]["state"] == "ready for cleaning"
+    assert tables.rows("k", None) == rows_before
+    cleaned = dagbag.get_dag("acid_cleaner").test(run_conf=CLEANER)
+    assert cleaned.state == "success"
+    assert ms.compactions.get(compaction_id).state is CompactionState.SUCCEEDED
+    [base] = dirs(tables.location("k", None))
+    assert base.startswith("base_") and base not in dirs_before
+    assert tables.rows("k", None) == rows_before
+
+
+@pytest.mark.parametrize("conf", [{"delta_num_threshold": -1}, {"delta_num_threshold": "10; DROP TABLE TXNS"},
+                                  {"max_compactions": 10**9}, {"dry_run": "yes"}])
+def test_initiator_refuses_hostile_params(acid_connection, make_ms, dagbag, conf):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    ms = make_ms()
+    Tables(ms).create("t", partitioned=False)
+
+    with pytest.raises(ParamValidationError):
+        dagbag.get_dag("acid_initiator").test(run_conf={**INITIATOR, **conf})
+
+    assert ms.compactions.show() == []
+
+
+@pytest.mark.parametrize("trash_dir", ["../trash", "relative/trash", "/tmp/../etc", "/tmp/x/..", "s3://b/../t"])
+def test_cleaner_refuses_relative_or_dotted_trash_dir(acid_connection, make_ms, dagbag, trash_dir):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    make_ms()
+    with pytest.raises(ParamValidationError):
+        dagbag.get_dag("acid_cleaner").test(run_conf={**CLEANER, "trash_dir": trash_dir})
