@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import json
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +77,12 @@ def test_docker_compose_names_only_things_that_exist():
             for folder in ("dags", "plugins"):
                 if str(value).endswith(f"/src/{folder}"):
                     assert (ROOT / folder).is_dir(), key
+    environment = compose["x-airflow"]["environment"]
+    for key in ("AIRFLOW_CONN_ACID_METASTORE", "AIRFLOW_CONN_SPARK_DEFAULT"):
+        assert json.loads(environment[key])["conn_type"], key
+    # the pool the DAGs use (read from the source: importing Airflow here would configure it for this process)
+    [pool] = re.findall(r'^COMPACTION_POOL = "([^"]+)"', (ROOT / "plugins/acid_plugin/operators.py").read_text(), re.M)
+    assert compose["services"]["airflow-pool"]["command"][:4] == ["airflow", "pools", "set", pool]
     dockerfile = (ROOT / "docker/Dockerfile").read_text()
     for line in dockerfile.splitlines():
         if line.startswith("COPY "):

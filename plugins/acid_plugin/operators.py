@@ -82,11 +82,13 @@ class AcidCompactionOperator(SparkSubmitOperator):
         submit_error: AirflowException | None = None
         try:
             super().execute(context)
-        except AirflowException as exc:  # the queue entry says what happened; the exit status alone does not
+        except (AirflowException, OSError) as exc:  # the queue entry says what happened; the exit status does not
             submit_error = exc
         finally:
             self._close_submit_pipe()
         after = self._entry(metastore_hook, compaction_id)
+        if after.state is CompactionState.INITIATED:
+            after = self._record_failed_start(metastore_hook, compaction_id, worker_id, submit_error)
         if after.state in (CompactionState.READY_FOR_CLEANING, CompactionState.SUCCEEDED):
             if submit_error is not None:
                 self.log.warning("spark-submit reported an error after the compaction committed: %s", submit_error)
@@ -103,6 +105,21 @@ class AcidCompactionOperator(SparkSubmitOperator):
             f"compaction {compaction_id} of {_where(after)} is still {after.state.display} after spark-submit ended "
             f"({submit_error or 'exit status 0'}): the driver was killed. acid_housekeeping puts it back to "
             "initiated after worker_timeout_seconds and the next acid_initiator run retries it")
+
+    def _record_failed_start(self, hook, compaction_id: int, worker_id: str, error: BaseException | None):
+        """spark-submit ended before its driver claimed the entry (no binary, no master, bad configuration): record
+        the failure in the queue, as Hive's worker does, so SHOW COMPACTIONS shows it and the initiator's
+        failed.compacts.threshold counts it. Compare-and-swap: an entry someone else claimed meanwhile is left alone."""
+        from acid_core.errors import CompactionStateError
+
+        message = f"spark-submit did not start the compaction: {error or 'exit status 0 without claiming it'}"
+        with hook.metastore() as metastore:
+            try:
+                metastore.compactions.claim(worker_id=worker_id, compaction_id=compaction_id)
+                metastore.compactions.mark_failed(compaction_id, message[:4000])
+            except CompactionStateError:
+                pass
+            return metastore.compactions.get(compaction_id)
 
     def _close_submit_pipe(self) -> None:
         """The provider's hook reads spark-submit's output to the end but leaves the pipe open."""

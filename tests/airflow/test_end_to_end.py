@@ -287,6 +287,33 @@ def test_killed_compaction_is_put_back_by_housekeeping_and_retried(acid_connecti
     assert tables.rows("k", None) == rows_before
 
 
+def test_compaction_whose_spark_job_cannot_start_is_recorded_failed(acid_connection, make_ms, dagbag, monkeypatch):
+    """No spark-submit binary of that name: the task fails and the queue says why (SHOW COMPACTIONS, retries)."""
+    import json
+    import shutil
+
+    from acid_core.metastore.compactions import CompactionState
+
+    assert shutil.which("spark3-submit") is None
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+        {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark3-submit"}}))
+    ms = make_ms()
+    tables = Tables(ms)
+    tables.create("t", partitioned=False)
+    for _ in range(2):
+        tables.insert("t", None, 2)
+    dirs_before = dirs(tables.location("t", None))
+
+    run = dagbag.get_dag("acid_compact").test(run_conf={**COMPACT, "table": "t"})
+
+    assert run.state == "failed"
+    assert task_states(run)["compact"] == "failed"
+    entry = ms.compactions.get(returned(run, "enqueue"))
+    assert entry.state is CompactionState.FAILED
+    assert "spark-submit did not start the compaction" in entry.error_message and "spark3-submit" in entry.error_message
+    assert dirs(tables.location("t", None)) == dirs_before
+
+
 @pytest.mark.parametrize("conf", [{"delta_num_threshold": -1}, {"delta_num_threshold": "10; DROP TABLE TXNS"},
                                   {"max_compactions": 10**9}, {"dry_run": "yes"}])
 def test_initiator_refuses_hostile_params(acid_connection, make_ms, dagbag, conf):
