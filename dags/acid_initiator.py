@@ -108,8 +108,8 @@ def acid_initiator():
                  [entry.id for entry in waiting])
         return [entry.id for entry in waiting]
 
-    AcidCompactionOperator.partial(task_id="compact", pool=COMPACTION_POOL, outlets=[COMPACTED]).expand(
-        compaction_id=poll())
+    AcidCompactionOperator.partial(task_id="compact", pool=COMPACTION_POOL, outlets=[COMPACTED],
+                                   map_index_template="{{ acid_compaction }}").expand(compaction_id=poll())
 
 
 def _ms(seconds) -> int:

@@ -113,6 +113,17 @@ def _asset_events(name: str) -> int:
             AssetModel.name == name).count()
 
 
+def _map_labels(dag_run) -> list[str]:
+    """The UI labels of the mapped compaction tasks (rendered from `map_index_template`)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return [ti.rendered_map_index for ti in session.query(TaskInstance).filter(
+            TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id,
+            TaskInstance.task_id == "compact")]
+
+
 def test_initiator_compacts_on_spark_and_cleaner_waits_for_open_readers(acid_connection, make_ms, dagbag):
     from acid_core.compaction.initiator import find_candidates
     from acid_core.metastore.compactions import CompactionState
@@ -165,6 +176,8 @@ def test_initiator_compacts_on_spark_and_cleaner_waits_for_open_readers(acid_con
         "ds=a": ("MINOR", "ready for cleaning"), "ds=b": ("MAJOR", "ready for cleaning"),
         "ds=c": ("MAJOR", "ready for cleaning")}
     assert sorted(returned(run, "poll")) == sorted(r["compaction_id"] for r in results.values())
+    assert sorted(_map_labels(run)) == sorted(f"{r['compaction_id']}: {r['type'].lower()} default.sales partition "
+                                              f"{p}" for p, r in results.items())
     assert _asset_events("acid_compacted") >= 3
     for entry in (ms.compactions.get(r["compaction_id"]) for r in results.values()):
         assert "-airflow-acid_initiator.compact[" in entry.worker_id  # the mapped task that ran it
