@@ -4,8 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# All of `make run`'s state (Airflow home, metastore, warehouse, logs); `acid` run with the same ACID_HOME sees it.
 ACID_HOME ?= $(CURDIR)/.acid-home
 export ACID_HOME
+# The UI / API port of `make run` is AIRFLOW__API__PORT (default 8080): `make run AIRFLOW__API__PORT=8091`.
 
 .PHONY: run test bench install clean
 
@@ -22,7 +24,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m acid_cli.demo
+	$(BIN)/python -m acid_cli.platform
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
@@ -31,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_snapshot_read.py
 	$(BIN)/python bench/bench_metastore.py
 	$(BIN)/python bench/bench_compaction.py
+	$(BIN)/python bench/bench_initiator.py
 
 clean:
 	rm -rf $(VENV) $(ACID_HOME)

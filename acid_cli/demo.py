@@ -1,20 +1,41 @@
-"""`make run` until the Airflow platform lands: a demo warehouse and metastore under ACID_HOME.
+"""The demo warehouse of `make run`: two transactional tables and a writer that keeps streaming transactions into them.
 
-It creates (or reuses) `demo.events` (unpartitioned) and `demo.sales` (partitioned by day) with `acid sql`, streams
-transaction batches into them (some transactions aborted), deletes a row in its own transaction, runs a major
-compaction of `demo.events` through `acid compact run` (spark-submit on local Spark), and shows what `acid sql` and
-`acid read` report. Re-running adds more transactions. The `acid` command run with the same ACID_HOME
-sees the same metastore and warehouse.
+`create_demo_tables` creates (or reuses) `demo.events` (unpartitioned) and `demo.sales` (partitioned by `day`) with
+`acid sql` HiveQL. `python -m acid_cli.demo` runs the writer until SIGINT/SIGTERM: every `--interval` seconds one
+write, alternating between the tables —
+
+- `demo.sales`: one streaming batch of five transactions into the current day's partition (one of them aborted), as
+  Hive's streaming ingest does; one delta per batch. After `--batches-per-day` batches it moves to the next day of a
+  window of `--days` days and starts over at the first; coming back to a day, it first deletes that day's rows in one
+  transaction (a daily reload), so the number of partitions and rows stays bounded.
+- `demo.events`: with the embedded writer, in turn an insert, an update (split-update: a delta and a delete delta),
+  an insert, a delete, an insert and an insert that is aborted (an aborted delta the cleaner removes later). Deletes
+  remove more rows once the table holds more than `--max-event-rows`, so it stays small.
+
+At the default pace (4 s) each table gets a new delta about every 8 s, so both pass Hive's
+hive.compactor.delta.num.threshold (10 deltas) within about a minute and a half and the initiator queues a major
+compaction of each (no base yet). After that a few new deltas already exceed 10% of the small base
+(hive.compactor.delta.pct.threshold), so a table or partition still being written gets a major compaction about
+every initiator cycle; a `compactorthreshold.*` table property (`acid_table_settings` DAG) changes that per table.
+Each write is one line in the log. The `acid` command run with the same ACID_HOME sees the same metastore and warehouse.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime
 import io
+import logging
 import random
+import signal
 import sys
+import threading
+import time
+from typing import Callable, Optional
 
-from acid_cli.main import main as acid
 from acid_cli.sql import run_script
+from acid_core.errors import AcidError
+from acid_core.fs import FileSystem
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore.locks import LockComponent, LockType
@@ -23,6 +44,7 @@ from acid_core.rowid import RowId
 from acid_core.streaming import StreamingConnection
 from acid_core.writer import EmbeddedWriter
 
+DATABASE = "demo"
 SETUP = """
 CREATE DATABASE IF NOT EXISTS demo;
 CREATE TABLE IF NOT EXISTS demo.events (id bigint, customer string, amount double)
@@ -30,72 +52,247 @@ CREATE TABLE IF NOT EXISTS demo.events (id bigint, customer string, amount doubl
 CREATE TABLE IF NOT EXISTS demo.sales (id bigint, customer string, amount double) PARTITIONED BY (day string)
   STORED AS ORC TBLPROPERTIES ('transactional'='true')
 """
+FIRST_DAY = datetime.date(2026, 11, 1)
+STREAM_BATCH = 5  # transactions per streaming batch (Hive's TransactionBatch); the fourth is aborted
+EVENT_ACTIONS = ("insert", "update", "insert", "delete", "insert", "aborted insert")
+MAX_CONSECUTIVE_FAILURES = 20
+# work(writer, write_id, visible row ids, partition spec) -> what it did, or None for nothing to do
+Work = Callable[[EmbeddedWriter, int, list, Optional[dict]], Optional[str]]
+
+log = logging.getLogger("acid.demo.writer")
 
 
-def _stream(store: Metastore, table: str, partition: dict | None, rng: random.Random) -> None:
-    with StreamingConnection(store, "demo", table, partition=partition, batch_size=5) as stream:
-        for number in range(5):
-            stream.begin_transaction()
-            stream.write([(rng.randrange(1_000_000), f"user-{rng.randrange(100):03d}", round(rng.uniform(1, 500), 2))
-                          for _ in range(rng.randrange(3, 10))])
-            if number == 3:
-                stream.abort_transaction()
-            else:
-                stream.commit_transaction()
-
-
-def _delete_one(store: Metastore, table: str, rng: random.Random) -> None:
-    """Delete one visible row of demo.<table> in its own transaction, as a DELETE statement would."""
-    info = store.catalog.get_table("demo", table)
-    txn = store.txns.open_txn(agent_info="demo delete")
-    try:
-        snapshot = store.txns.snapshot([info.full_name], current_txn=txn)
-        rows = read_snapshot(info.location, write_ids=snapshot.write_ids[info.full_name], txns=snapshot.txns,
-                             include_row_id=True).column("row__id").to_pylist()
-        write_id = store.txns.allocate_write_ids([txn], "demo", table)[txn]
-        store.locks.acquire([LockComponent("demo", table, None, LockType.SHARED_WRITE)], txn_id=txn)
-        store.txns.add_components(txn, "demo", table, [None], Operation.DELETE)
-        victim = rng.choice(rows)
-        EmbeddedWriter(info.location, columns=info.columns).delete(
-            [RowId(victim["writeid"], victim["bucketid"], victim["rowid"])], write_id=write_id)
-        store.txns.commit(txn)
-    except BaseException:
-        store.txns.abort(txn)
-        raise
-
-
-def main() -> int:
-    store = Metastore()
-    store.init()
+def create_demo_tables(store: Metastore) -> list[str]:
+    """Create `demo.events` and `demo.sales` unless they exist (idempotent); returns their full names."""
     run_script(SETUP, metastore=store, out=io.StringIO())
-    rng = random.Random()
-    _stream(store, "events", None, rng)
-    for day in ("2026-11-01", "2026-11-02"):
-        _stream(store, "sales", {"day": day}, rng)
-    _delete_one(store, "events", rng)
-    events = store.catalog.get_table("demo", "events").location
-    print(f"Metastore: {store.url}\nWarehouse: {store.catalog.warehouse}\n")
-    for statement in ("SHOW TABLES IN demo", "SHOW PARTITIONS demo.sales", "SHOW TRANSACTIONS"):
-        print(f"$ acid sql \"{statement}\"")
-        run_script(statement, metastore=store)
-        print()
-    print('$ acid sql "ALTER TABLE demo.events COMPACT \'major\'"')
-    run_script("ALTER TABLE demo.events COMPACT 'major'", metastore=store)
-    queued = [c for c in store.compactions.show(database="demo", table="events") if c.state.value == "i"]
-    for entry in queued:
-        print(f"\n$ acid compact run {entry.id}   (spark-submit, local Spark)")
-        acid(["compact", "run", str(entry.id), "--metastore", store.url])
-    print('\n$ acid sql "SHOW COMPACTIONS"')
-    run_script("SHOW COMPACTIONS", metastore=store)
-    ids = store.txns.valid_write_ids("demo", "events")
-    print(f"\n$ acid inspect {events} --write-ids {ids}")
-    acid(["inspect", events, "--write-ids", str(ids)])
-    print(f"\n$ acid read {events} --write-ids {ids} --row-id")
-    acid(["read", events, "--write-ids", str(ids), "--row-id"])
-    print("\nRun `make run` again to add more transactions; the Airflow DAGs (initiator, cleaner) arrive with the next "
-          "issue.")
-    store.close()
+    return [f"{DATABASE}.events", f"{DATABASE}.sales"]
+
+
+def _row(rng: random.Random) -> tuple:
+    return rng.randrange(1_000_000_000), f"user-{rng.randrange(100):03d}", round(rng.uniform(1, 500), 2)
+
+
+class DemoWriter:
+    """One write per `step()`: a streaming batch into demo.sales or an embedded DML transaction on demo.events."""
+
+    def __init__(self, store: Metastore, *, days: int = 7, batches_per_day: int = 15, max_event_rows: int = 300,
+                 rng: random.Random | None = None) -> None:
+        if days < 1 or batches_per_day < 1 or max_event_rows < 1:
+            raise AcidError(f"days ({days}), batches_per_day ({batches_per_day}) and max_event_rows "
+                            f"({max_event_rows}) must all be at least 1")
+        self.store = store
+        self.days = days
+        self.batches_per_day = batches_per_day
+        self.max_event_rows = max_event_rows
+        self.rng = rng or random.Random()
+        self.steps = 0
+        self.sales_batches = 0
+        self.event_writes = 0
+
+    # --- demo.sales: streaming ingest ------------------------------------------------------------------------------
+    def current_day(self) -> str:
+        day = FIRST_DAY + datetime.timedelta(days=(self.sales_batches // self.batches_per_day) % self.days)
+        return day.isoformat()
+
+    def stream_sales(self) -> str:
+        """One streaming batch into the current day's partition; the batch's fourth transaction is aborted.
+
+        The first batch of a day that already holds rows (the writer came round to it again) is preceded by a
+        transaction deleting them, as a daily reload would, so the table stays small.
+        """
+        day = self.current_day()
+        reloaded = ""
+        known = {partition.name for partition in self.store.catalog.list_partitions(DATABASE, "sales")}
+        if self.sales_batches % self.batches_per_day == 0 and f"day={day}" in known:
+            reloaded = self._transaction("sales", {"day": day}, "reload", Operation.DELETE, self._delete_all)
+            reloaded = "" if reloaded is None else f"{reloaded}; "
+        committed = aborted = rows = 0
+        with StreamingConnection(self.store, DATABASE, "sales", partition={"day": day}, batch_size=STREAM_BATCH,
+                                 agent_info="demo writer (streaming)") as stream:
+            first = None
+            for number in range(STREAM_BATCH):
+                txn = stream.begin_transaction()
+                first = first if first is not None else txn
+                batch = [_row(self.rng) for _ in range(self.rng.randrange(3, 10))]
+                stream.write(batch)
+                if number == 3:
+                    stream.abort_transaction()
+                    aborted += 1
+                else:
+                    stream.commit_transaction()
+                    committed += 1
+                    rows += len(batch)
+        self.sales_batches += 1
+        return (f"{reloaded}demo.sales day={day}: streamed a batch of {STREAM_BATCH} transactions from {first} "
+                f"({committed} committed with {rows} rows, {aborted} aborted)")
+
+    @staticmethod
+    def _delete_all(writer: EmbeddedWriter, write_id: int, row_ids: list, partition: dict | None) -> str | None:
+        if not row_ids:
+            return None
+        writer.delete([RowId(r["writeid"], r["bucketid"], r["rowid"]) for r in row_ids], write_id=write_id,
+                      partition=partition)
+        return f"deleted all {len(row_ids)} rows of the day"
+
+    # --- transactions of the embedded writer -----------------------------------------------------------------------
+    def _transaction(self, table: str, partition: dict | None, action: str, operation: Operation, work: Work, *,
+                     abort: bool = False) -> str | None:
+        """Run `work(writer, write_id, visible_row_ids, partition)` in one transaction on demo.<table>, locked first
+        (as Hive does); returns what it did, or None when `work` found nothing to do (the transaction is aborted)."""
+        store = self.store
+        info = store.catalog.get_table(DATABASE, table)
+        name = info.partition_name(partition or {})
+        txn = store.txns.open_txn(agent_info=f"demo writer ({action})")
+        try:
+            write_id = store.txns.allocate_write_ids([txn], DATABASE, table)[txn]
+            store.locks.acquire([LockComponent(DATABASE, table, name, LockType.SHARED_WRITE)], txn_id=txn,
+                                agent_info="demo writer")
+            store.txns.add_components(txn, DATABASE, table, [name], operation)
+            row_ids: list = []
+            fs, location = FileSystem.resolve(info.partition_location(name))
+            if operation is not Operation.INSERT and fs.exists(location):
+                snapshot = store.txns.snapshot([info.full_name], current_txn=txn)
+                row_ids = read_snapshot(location, write_ids=snapshot.write_ids[info.full_name], txns=snapshot.txns,
+                                        include_row_id=True).column("row__id").to_pylist()
+            writer = EmbeddedWriter(info.location, columns=info.columns,
+                                    partition_keys=[key.name for key in info.partition_keys])
+            what = work(writer, write_id, row_ids, partition)
+            if what is None or abort:
+                store.txns.abort(txn)
+                return None if what is None else f"demo.{table}: {what} in transaction {txn}, then aborted it"
+            store.txns.commit(txn)
+            return f"demo.{table}: {what} in transaction {txn} (write id {write_id})"
+        except BaseException:
+            try:
+                store.txns.abort(txn)
+            except AcidError:
+                pass
+            raise
+
+    def _pick(self, row_ids: list, count: int) -> list[RowId]:
+        chosen = self.rng.sample(row_ids, min(count, len(row_ids)))
+        return [RowId(r["writeid"], r["bucketid"], r["rowid"]) for r in chosen]
+
+    def write_events(self) -> str:
+        """The next action of EVENT_ACTIONS on demo.events (an update or delete of an empty table inserts instead)."""
+        action = EVENT_ACTIONS[self.event_writes % len(EVENT_ACTIONS)]
+        self.event_writes += 1
+
+        def insert(writer: EmbeddedWriter, write_id: int, row_ids: list, partition: None) -> str:
+            rows = [_row(self.rng) for _ in range(self.rng.randrange(3, 10))]
+            writer.insert(rows, write_id=write_id)
+            return f"inserted {len(rows)} rows"
+
+        def update(writer: EmbeddedWriter, write_id: int, row_ids: list, partition: None) -> str:
+            victims = self._pick(row_ids, self.rng.randrange(1, 4))
+            if not victims:
+                return insert(writer, write_id, row_ids, partition)
+            writer.update(victims, [_row(self.rng) for _ in victims], write_id=write_id)
+            return f"updated {len(victims)} of {len(row_ids)} rows"
+
+        def delete(writer: EmbeddedWriter, write_id: int, row_ids: list, partition: None) -> str:
+            victims = self._pick(row_ids, self.rng.randrange(1, 4) + max(0, len(row_ids) - self.max_event_rows))
+            if not victims:
+                return insert(writer, write_id, row_ids, partition)
+            writer.delete(victims, write_id=write_id)
+            return f"deleted {len(victims)} of {len(row_ids)} rows"
+
+        operation, work = {"insert": (Operation.INSERT, insert), "aborted insert": (Operation.INSERT, insert),
+                           "update": (Operation.UPDATE, update), "delete": (Operation.DELETE, delete)}[action]
+        return self._transaction("events", None, action, operation, work, abort=action == "aborted insert")
+
+    def step(self) -> str:
+        """One write, alternating between the tables (demo.sales first). Returns what it did."""
+        self.steps += 1
+        return self.stream_sales() if self.steps % 2 == 1 else self.write_events()
+
+
+class StopFlag:
+    """A stop request set by a signal handler: no lock (threading.Event.set in a handler can deadlock its waiter)."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self._set and time.monotonic() < deadline:
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        return self._set
+
+
+def run(store: Metastore, *, interval: float, rounds: int | None, stop: StopFlag | threading.Event,
+        **options) -> int:
+    """Write until `stop` is set (or `rounds` writes were made); returns the exit status."""
+    create_demo_tables(store)
+    writer = DemoWriter(store, **options)
+    failures = 0
+    log.info("writing into demo.events and demo.sales every %.1f s (metastore %s, warehouse %s)", interval,
+             store.url, store.catalog.warehouse)
+    while not stop.is_set() and (rounds is None or writer.steps < rounds):
+        try:
+            log.info("%s", writer.step())
+            failures = 0
+        except AcidError as exc:  # e.g. a lock time-out while a compaction holds the table: try again next time
+            failures += 1
+            log.warning("write %d failed (%d in a row): %s", writer.steps, failures, exc)
+        except Exception:
+            failures += 1
+            log.exception("write %d failed (%d in a row)", writer.steps, failures)
+        if failures >= MAX_CONSECUTIVE_FAILURES:
+            log.error("giving up after %d failed writes in a row", failures)
+            return 1
+        stop.wait(interval)
+    if stop.is_set():
+        log.info("asked to stop (SIGINT/SIGTERM)")
+    log.info("stopped after %d writes (%d streaming batches, %d writes to demo.events)", writer.steps,
+             writer.sales_batches, writer.event_writes)
     return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m acid_cli.demo",
+                                     description="create the demo tables and stream transactions into them")
+    parser.add_argument("--metastore", help="SQLAlchemy URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
+    parser.add_argument("--warehouse", help="warehouse directory (default: ACID_WAREHOUSE or ACID_HOME/warehouse)")
+    parser.add_argument("--interval", type=float, default=4.0, help="seconds between writes (default 4)")
+    parser.add_argument("--rounds", type=int, help="stop after this many writes (default: until SIGINT/SIGTERM)")
+    parser.add_argument("--days", type=int, default=7, help="days of demo.sales partitions written in turn")
+    parser.add_argument("--batches-per-day", type=int, default=15, help="streaming batches per day before the next")
+    parser.add_argument("--max-event-rows", type=int, default=300, help="deletes shrink demo.events above this")
+    parser.add_argument("--log-file", help="append the log here (default: standard error)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.interval < 0 or (args.rounds is not None and args.rounds < 0):
+        print("acid demo: --interval and --rounds must not be negative", file=sys.stderr)
+        return 2
+    handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+    stop = StopFlag()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda signum, frame: stop.set())
+    store = Metastore(args.metastore, warehouse=args.warehouse)
+    try:
+        store.init()
+        return run(store, interval=args.interval, rounds=args.rounds, stop=stop, days=args.days,
+                   batches_per_day=args.batches_per_day, max_event_rows=args.max_event_rows)
+    except AcidError as exc:
+        log.error("%s", exc)
+        return 1
+    finally:
+        store.close()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import Sequence
 
 from acid_core.errors import AcidError, UsageError
 from acid_core.metastore.engine import redact
-from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, ROW_ID_COLUMN, read_snapshot
+from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_snapshot
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
 from acid_cli.output import write_jsonl, write_table

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.orc as pa_orc
 
 from acid_core.layout import ACID_FORMAT_FILE, base_dir_name, bucket_file_name

@@ -13,7 +13,6 @@ from acid_core.errors import (AcidError, MetastoreError, NoSuchTxnError, TxnAbor
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema
 from acid_core.metastore.compactions import CompactionType
-from acid_core.metastore.engine import ManualClock
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
 from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList

@@ -19,7 +19,7 @@ from typing import Callable, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from acid_core.errors import DuplicateKeyError, MetastoreError, MetastoreUnavailableError

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dag_support import COLUMNS, dirs, returned, task_states
+from dag_support import COLUMNS, returned, task_states
 
 pytestmark = pytest.mark.airflow
 

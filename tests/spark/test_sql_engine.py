@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from acid_cli.sql import StatementError, execute, run_script
+from acid_cli.sql import StatementError, execute
 from acid_cli.sql.session import Session
 from acid_core.metastore import Metastore
 

@@ -1,0 +1,337 @@
+"""`make run`: the whole platform on one machine — Airflow standalone with this repo's DAGs, Spark in local mode, an
+ACID metastore and warehouse with demo tables, and a writer streaming transactions into them.
+
+    python -m acid_cli.platform               set up, start, print the UI address and login, run until Ctrl-C
+    python -m acid_cli.platform --setup-only  only the idempotent set-up (Airflow DB, connections, pool, demo tables)
+
+Everything lives under ACID_HOME (default `.acid-home` in the checkout): `airflow/` (AIRFLOW_HOME: airflow.cfg, the
+SQLite metadata DB, the generated login), `warehouse/` (the SQLite metastore `metastore.db` and the tables) and
+`logs/`. The `acid` command run with the same ACID_HOME uses the same metastore and warehouse (both come from
+`acid_core.metastore.default_url` / `default_warehouse`, so ACID_METASTORE_URL and ACID_WAREHOUSE are honoured alike).
+
+Set-up runs Airflow's own steps in a child process that gets the platform's environment before it first imports
+Airflow (Airflow reads its configuration once, at import): write airflow.cfg (as the `airflow` command does), migrate
+the metadata DB (`airflow db migrate`), create or update the connections `acid_metastore` and `spark_default` and the
+pool `acid_compaction` through Airflow's ORM, create the demo tables. Then the writer (`python -m acid_cli.demo`) and
+`airflow standalone` start, each in its own session; Ctrl-C or SIGTERM stops both and everything they started: the
+writer gets SIGTERM, the scheduler SIGTERM first (running tasks finish and report while the API server still answers),
+then standalone SIGINT (its own Ctrl-C), then SIGTERM and finally SIGKILL go to whatever is left in either session.
+
+Exit status: 0 after a requested stop, 1 when something failed (the message names the log to read), 2 on bad settings
+(checked before anything starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from acid_cli.platform.bootstrap import set_up
+from acid_cli.platform.processes import Child, rotate_log, start_child, stop_children, tail
+from acid_cli.platform.settings import (POOL, SPARK_MASTER, Settings, check_java, check_port, load_settings,
+                                        platform_environment, prepare_home)
+from acid_core.errors import AcidError, UsageError
+from acid_core.metastore.engine import redact
+
+HEALTH_PATH = "/api/v2/monitor/health"
+STARTUP_TIMEOUT_S = 300.0
+WATCH_INTERVAL_S = 10.0
+
+
+class Launcher:
+    """Runs set-up, the writer and `airflow standalone` until asked to stop."""
+
+    def __init__(self, settings: Settings, *, out=None) -> None:
+        self.settings = settings
+        self.out = out or sys.stdout
+        self.env = platform_environment(settings)
+        self.children: list[Child] = []
+        self.stop_reason: str | None = None
+        self.signals_seen = 0
+        self._states: dict[int, str] = {}
+        self._watching = False
+        self._store = None
+
+    def say(self, message: str = "") -> None:
+        print(message, file=self.out, flush=True)
+
+    # signals
+    def _on_signal(self, signum, frame) -> None:
+        self.signals_seen += 1
+        if self.stop_reason is None:
+            self.stop_reason = signal.Signals(signum).name
+
+    def _install_signal_handlers(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, self._on_signal)
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while self.stop_reason is None and time.monotonic() < deadline:
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+    # steps
+    def _run_setup(self) -> dict:
+        report = self.settings.airflow_home / "platform-setup.json"
+        report.unlink(missing_ok=True)
+        log = self.settings.logs / "setup.log"
+        child = start_child("set-up", [sys.executable, "-m", "acid_cli.platform", "--setup-only", "--report",
+                                       str(report)], env=self.env, log=log, stop_signal=signal.SIGTERM,
+                            cwd=self.settings.acid_home)
+        self.children.append(child)
+        while child.process.poll() is None and self.stop_reason is None:
+            time.sleep(0.2)
+        if self.stop_reason is not None:
+            raise _Stopped()
+        self.children.remove(child)
+        if child.process.returncode != 0 or not report.exists():
+            raise AcidError(f"set-up failed (exit status {child.process.returncode}); its log {log} ends with:\n"
+                            f"{tail(log)}")
+        return json.loads(report.read_text())
+
+    def _health(self) -> dict | None:
+        try:
+            with urllib.request.urlopen(self.settings.api_url + HEALTH_PATH, timeout=3) as response:
+                return json.loads(response.read()) if response.status == 200 else None
+        except (OSError, ValueError):
+            return None
+
+    def _check_running(self) -> None:
+        for child in list(self.children):
+            status = child.process.poll()
+            if status is None:
+                continue
+            if child.name == "airflow":
+                raise AcidError(f"airflow standalone exited with status {status}; its log {child.log} ends with:\n"
+                                f"{tail(child.log)}")
+            self.children.remove(child)
+            self.say(f"The {child.name} stopped with exit status {status}; see {child.log}. Airflow keeps running.")
+
+    def _wait_until_ready(self) -> dict:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        health = None
+        while self.stop_reason is None and time.monotonic() < deadline:
+            self._check_running()
+            health = self._health()
+            if health is not None:
+                break
+            self._sleep(1.0)
+        if self.stop_reason is not None:
+            raise _Stopped()
+        if health is None:
+            raise AcidError(f"the Airflow API server did not answer {self.settings.api_url}{HEALTH_PATH} within "
+                            f"{STARTUP_TIMEOUT_S:.0f} s; see {self.settings.logs / 'airflow-standalone.log'}")
+        # The API answers before the scheduler's first heartbeat: give the components a moment to report healthy.
+        settle = time.monotonic() + 60
+        while self.stop_reason is None and time.monotonic() < settle and not _all_healthy(health):
+            self._sleep(1.0)
+            self._check_running()
+            health = self._health() or health
+        return health
+
+    def _login_lines(self, setup: dict) -> list[str]:
+        if setup["all_admins"]:
+            return ["  login:    none needed (simple_auth_manager_all_admins is set: everyone is admin)"]
+        try:
+            passwords = json.loads(Path(setup["passwords_file"]).read_text())
+        except (OSError, ValueError):
+            passwords = {}
+        lines = []
+        for user in setup["users"]:
+            password = passwords.get(user)
+            if password is None:
+                lines.append(f"  login:    {user} (password not found in {setup['passwords_file']})")
+                continue
+            verified = self._login_works(user, password)
+            lines.append(f"  login:    {user} / {password}" + ("" if verified else "   (the API refused it!)"))
+        lines.append(f"            (Airflow's SimpleAuthManager; passwords kept in {setup['passwords_file']})")
+        return lines
+
+    def _login_works(self, user: str, password: str) -> bool:
+        request = urllib.request.Request(self.settings.api_url + "/auth/token", method="POST",
+                                         data=json.dumps({"username": user, "password": password}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return response.status in (200, 201)
+        except (OSError, ValueError):
+            return False
+
+    def _watch_compactions(self) -> None:
+        """Print each compaction's state changes as the DAGs move it (initiated, working, ready for cleaning, ...)."""
+        from acid_core.metastore import Metastore
+
+        try:
+            if self._store is None:
+                self._store = Metastore(self.settings.metastore_url, warehouse=self.settings.warehouse, pool_size=1)
+            entries = sorted(self._store.compactions.show(), key=lambda entry: entry.id)
+        except AcidError:
+            return
+        if not self._watching:  # the first look: remember the history, report only what happens next
+            self._watching = True
+            self._states = {entry.id: entry.state.display for entry in entries}
+            if entries:
+                self.say(f"  ({len(entries)} compaction(s) from earlier runs: SHOW COMPACTIONS lists them)")
+            return
+        for entry in entries:
+            state = entry.state.display
+            if self._states.get(entry.id) == state:
+                continue
+            self._states[entry.id] = state
+            where = f"{entry.database}.{entry.table}" + (f"/{entry.partition}" if entry.partition else "")
+            detail = f": {entry.error_message}" if entry.error_message and state in ("failed", "refused") else ""
+            self.say(f"{time.strftime('%H:%M:%S')} compaction {entry.id} ({entry.type.display} of {where}): "
+                     f"{state}{detail}")
+
+    def run(self) -> int:
+        settings = self.settings
+        self._install_signal_handlers()
+        acid = _shown_path(Path(sys.executable).parent / "acid")
+        self.say(f"ACID_HOME      {settings.acid_home}")
+        self.say(f"metastore      {redact(settings.metastore_url)}")
+        self.say(f"warehouse      {settings.warehouse}")
+        self.say(f"Airflow home   {settings.airflow_home} (SQLite metadata DB, airflow.cfg)")
+        self.say(f"DAGs, plugins  {settings.dags_folder}, {settings.plugins_folder}")
+        self.say(f"logs           {settings.logs}")
+        status = 0
+        for name in ("setup.log", "writer.log", "airflow-standalone.log"):
+            rotate_log(settings.logs / name)
+        try:
+            self.say("Setting up: Airflow DB (db migrate), connections acid_metastore and spark_default, "
+                     f"pool {POOL} ({settings.worker_threads} slot(s)), demo tables ...")
+            setup = self._run_setup()
+            self.say(f"  done; tables {', '.join(setup['tables'])}")
+            self._watch_compactions()
+            writer_log = settings.logs / "writer.log"
+            self.children.append(start_child(
+                "writer", [sys.executable, "-m", "acid_cli.demo", "--log-file", str(writer_log)],  # URL from env
+                env=self.env, log=writer_log, stop_signal=signal.SIGTERM, cwd=settings.acid_home))
+            airflow_log = settings.logs / "airflow-standalone.log"
+            self.children.append(start_child(
+                "airflow", [str(Path(sys.executable).parent / "airflow"), "standalone"], env=self.env,
+                log=airflow_log, stop_signal=signal.SIGINT, cwd=settings.acid_home))  # stray files land there too
+            self.say(f"Started the writer (log {writer_log}) and airflow standalone (log {airflow_log}); "
+                     "waiting for the API server ...")
+            health = self._wait_until_ready()
+            self.say("")
+            self.say(f"Airflow is ready: {settings.ui_url}")
+            for line in self._login_lines(setup):
+                self.say(line)
+            self.say(f"  health:   {_health_summary(health)}")
+            self.say(f"  DAGs run every {self.env['ACID_INITIATOR_INTERVAL_SECONDS']} s (initiator) / "
+                     f"{self.env['ACID_CLEANER_INTERVAL_SECONDS']} s (cleaner), Spark {SPARK_MASTER}; task logs in "
+                     f"{settings.logs / 'airflow'}")
+            self.say(f"  see what they did:  ACID_HOME={settings.acid_home} {acid} sql \"SHOW COMPACTIONS\"")
+            self.say(f"  the writer's work:  ACID_HOME={settings.acid_home} {acid} sql \"SHOW TRANSACTIONS\"")
+            self.say("Press Ctrl-C to stop. Compactions as they happen:")
+            next_watch = 0.0
+            while self.stop_reason is None:
+                self._check_running()
+                if time.monotonic() >= next_watch:
+                    self._watch_compactions()
+                    next_watch = time.monotonic() + WATCH_INTERVAL_S
+                self._sleep(0.5)
+        except _Stopped:
+            pass
+        except AcidError as exc:
+            self.say(f"make run: {exc}")
+            status = 1
+        finally:
+            reason = self.stop_reason or "an error"
+            if self.children:
+                self.say(f"\nStopping ({reason}): {', '.join(child.name for child in self.children)} ...")
+                stop_children(self.children, hurry=lambda: self.signals_seen > 1, say=self.say)
+            if self._store is not None:
+                self._store.close()
+        self.say(f"Stopped{' after an error' if status else ''}. State kept in {settings.acid_home}; "
+                 "`make run` again continues from it.")
+        return status
+
+
+class _Stopped(Exception):
+    """A stop was requested (Ctrl-C / SIGTERM) before start-up finished."""
+
+
+def _all_healthy(health: dict) -> bool:
+    return all((health.get(name) or {}).get("status") == "healthy"
+               for name in ("metadatabase", "scheduler", "dag_processor", "triggerer"))
+
+
+def _health_summary(health: dict) -> str:
+    return ", ".join(f"{name} {(health.get(name) or {}).get('status') or 'unknown'}"
+                     for name in ("metadatabase", "scheduler", "dag_processor", "triggerer"))
+
+
+def _shown_path(path: Path) -> str:
+    with contextlib.suppress(ValueError):
+        relative = path.relative_to(Path.cwd())
+        return str(relative) if str(relative).startswith(".") else f"./{relative}"
+    return str(path)
+
+
+def _lock_home(settings: Settings):
+    """Hold ACID_HOME/platform.lock while running, so two launchers never share one home; returns the open file.
+
+    Raises:
+        UsageError: another launcher holds it.
+    """
+    handle = open(settings.acid_home / "platform.lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or "unknown"
+        handle.close()
+        raise UsageError(f"ACID_HOME={settings.acid_home} is in use by another `make run` (pid {owner}); stop it "
+                         "or set ACID_HOME to another directory") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m acid_cli.platform", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--setup-only", action="store_true",
+                        help="only set up Airflow's DB, the connections, the pool and the demo tables, then exit")
+    parser.add_argument("--report", help="with --setup-only: write what was set up here as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        if args.setup_only:
+            report = set_up(settings)
+            if args.report:
+                Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
+            print(json.dumps(report, indent=2))
+            return 0
+        check_port(settings)
+        prepare_home(settings)
+        lock = _lock_home(settings)
+        check_java(platform_environment(settings))
+    except UsageError as exc:
+        print(f"make run: {exc}", file=sys.stderr)
+        return 2
+    except AcidError as exc:
+        print(f"make run: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return Launcher(settings).run()
+    finally:
+        lock.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""The processes `make run` starts, each in a session of its own, and stopping all of them and whatever they started
+(the scheduler first so a running compaction finishes, then SIGINT / SIGTERM / SIGKILL to what is left)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+DRAIN_GRACE_S = 60.0  # after SIGTERM to the scheduler: running tasks finish (the scheduler waits for them)
+STOP_GRACE_S = 30.0  # after SIGINT to standalone (SIGTERM to the writer), before SIGTERM to whatever is left
+KILL_GRACE_S = 10.0  # after that SIGTERM, before SIGKILL
+
+
+def _die_with_parent(signum: int):
+    """A preexec_fn: the child gets `signum` when the launcher dies, even by SIGKILL (Linux; elsewhere nothing)."""
+    def apply() -> None:
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # PR_SET_PDEATHSIG
+    return apply if sys.platform.startswith("linux") else None
+
+
+@dataclass(slots=True)
+class Child:
+    """A process the launcher started in a session of its own (its session id is its pid)."""
+
+    name: str
+    process: subprocess.Popen
+    log: Path
+    stop_signal: int
+
+    @property
+    def sid(self) -> int:
+        return self.process.pid
+
+
+def rotate_log(log: Path) -> None:
+    """Keep the previous run's log as `<name>.1` (one generation), so logs do not grow across runs."""
+    with contextlib.suppress(OSError):
+        if log.stat().st_size > 0:
+            log.replace(log.with_name(log.name + ".1"))
+
+
+def start_child(name: str, command: list[str], *, env: Mapping[str, str], log: Path, stop_signal: int,
+                cwd: Path) -> Child:
+    with open(log, "ab") as output:
+        output.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())
+        output.flush()
+        process = subprocess.Popen(command, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=output,
+                                   stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=_die_with_parent(stop_signal))
+    return Child(name, process, log, stop_signal)
+
+
+def session_processes(session_ids: Iterable[int]) -> list:
+    """Live (not zombie) processes in any of these sessions, as psutil.Process objects."""
+    import psutil
+
+    wanted = set(session_ids)
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.pid != os.getpid() and os.getsid(process.pid) in wanted \
+                    and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+def _alive(processes: Iterable) -> list:
+    import psutil
+
+    alive = []
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process)
+        except psutil.Error:
+            continue
+    return alive
+
+
+def _processes_of(child: Child) -> dict:
+    """The child, its descendants and everything else in its session, by pid (psutil.Process objects)."""
+    import psutil
+
+    found = {}
+    with contextlib.suppress(psutil.Error):
+        parent = psutil.Process(child.process.pid)
+        for process in [parent, *parent.children(recursive=True)]:
+            found[process.pid] = process
+    for process in session_processes([child.sid]):
+        found.setdefault(process.pid, process)
+    return found
+
+
+def _schedulers(child: Child) -> list:
+    """The `airflow scheduler` processes standalone started (they own the LocalExecutor and its running tasks)."""
+    import psutil
+
+    found = []
+    with contextlib.suppress(psutil.Error):
+        for process in psutil.Process(child.process.pid).children():
+            with contextlib.suppress(psutil.Error):
+                if "scheduler" in process.cmdline():
+                    found.append(process)
+    return found
+
+
+def stop_children(children: list[Child], *, drain_s: float = DRAIN_GRACE_S, grace_s: float = STOP_GRACE_S,
+                  kill_grace_s: float = KILL_GRACE_S, hurry=lambda: False, say=print) -> list:
+    """Stop the children and everything in their sessions; returns what could not be stopped (empty when all did).
+
+    Order: each child's stop signal to its process group, except that for `airflow standalone` the scheduler gets
+    SIGTERM first and up to `drain_s` to let running tasks (a compaction) finish and report to the still running
+    API server; then standalone gets SIGINT (its Ctrl-C: it terminates the other components). After `grace_s`,
+    SIGTERM to whatever is left in the children's sessions, after `kill_grace_s` SIGKILL. `hurry()` returning True
+    (a second Ctrl-C) skips the waiting.
+    """
+    import psutil
+
+    tracked = {}
+    for child in children:
+        tracked.update(_processes_of(child))
+
+    def remaining() -> list:
+        for child in children:
+            child.process.poll()  # reap, so an exited child is not a zombie we wait for
+        left = {p.pid: p for p in _alive(tracked.values())}
+        for process in session_processes(child.sid for child in children):
+            left.setdefault(process.pid, process)
+        return list(left.values())
+
+    def wait(processes, seconds: float) -> list:
+        deadline = time.monotonic() + seconds
+        left = processes()
+        while left and time.monotonic() < deadline and not hurry():
+            time.sleep(0.2)
+            left = processes()
+        return left
+
+    def signal_group(child: Child, signum: int) -> None:
+        if child.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.process.pid, signum)
+
+    airflow = [child for child in children if child.name == "airflow"]
+    for child in children:
+        if child not in airflow:
+            signal_group(child, child.stop_signal)
+    schedulers = [process for child in airflow for process in _schedulers(child)]
+    if schedulers:
+        say(f"  stopping the scheduler; running tasks may take up to {drain_s:.0f} s to finish (Ctrl-C again: kill)")
+        for process in schedulers:
+            with contextlib.suppress(psutil.Error):
+                process.terminate()
+        _drain(schedulers, drain_s, hurry=hurry, say=say)
+    for child in airflow:
+        if child.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child.process.pid, child.stop_signal)
+    left = wait(remaining, grace_s)
+    for signum, seconds in ((signal.SIGTERM, kill_grace_s), (signal.SIGKILL, 5.0)):
+        if not left:
+            break
+        say(f"  {len(left)} process(es) still running ({_names(left)}); sending {signal.Signals(signum).name}")
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.send_signal(signum)
+        left = wait(remaining, seconds) if signum == signal.SIGTERM else _settle(remaining, seconds)
+    for child in children:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.process.wait(timeout=5)
+    if left:
+        say(f"  could not stop process(es) {', '.join(str(p.pid) for p in left)}")
+    return left
+
+
+def _executor_workers(scheduler) -> tuple[list, bool]:
+    """The scheduler's LocalExecutor worker processes, and whether they are all idle (no task process below them)."""
+    import psutil
+
+    workers, idle = [], True
+    with contextlib.suppress(psutil.Error):
+        for process in scheduler.children():
+            with contextlib.suppress(psutil.Error):
+                title = " ".join(process.cmdline())
+                if "LocalExecutor" in title:
+                    workers.append(process)
+                    idle = idle and "<idle>" in title and not _alive(process.children())
+    return workers, idle
+
+
+def _drain(schedulers: list, seconds: float, *, hurry, say) -> None:
+    """Wait for the schedulers to exit after SIGTERM, which they do once their running tasks finished.
+
+    A scheduler then waits for every LocalExecutor worker to take its shutdown message; a worker that has not within
+    a few seconds while nothing runs is stuck (workers ignore SIGINT and SIGTERM), and is killed, holding no work.
+    """
+    import psutil
+
+    deadline = time.monotonic() + seconds
+    idle_since = None
+    while _alive(schedulers) and time.monotonic() < deadline and not hurry():
+        time.sleep(0.2)
+        states = [_executor_workers(scheduler) for scheduler in _alive(schedulers)]
+        if not states or not all(workers and idle for workers, idle in states):
+            idle_since = None
+            continue
+        idle_since = idle_since or time.monotonic()
+        if time.monotonic() - idle_since < 3:
+            continue
+        stuck = [process for workers, _ in states for process in workers]
+        say(f"  no task is running; stopping {len(stuck)} idle executor worker(s) the scheduler still waits for")
+        for process in stuck:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        idle_since = None
+
+
+def _names(processes: list) -> str:
+    import psutil
+
+    names = []
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            names.append(f"{process.pid} {' '.join(process.cmdline())[:60] or process.name()}")
+    return ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+
+
+def _settle(remaining, seconds: float) -> list:
+    deadline = time.monotonic() + seconds
+    left = remaining()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = remaining()
+    return left
+
+
+def tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in text[-lines:])

@@ -1,0 +1,400 @@
+"""`make run` (`python -m acid_cli.platform`) as real processes: the set-up, the demo writer, the whole platform
+started and stopped with Ctrl-C, and the settings it refuses before starting anything.
+
+Airflow reads its configuration once per process, at import (and tests/airflow/conftest.py points this process's
+AIRFLOW_HOME elsewhere), so everything touching Airflow runs in a child process with an environment of its own.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from acid_cli.platform import load_settings, platform_environment
+from acid_core.compaction.initiator import run_initiator
+from acid_core.merge import read_snapshot
+from acid_core.metastore import Metastore
+from acid_core.metastore.compactions import CompactionType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+READ_BACK = """
+import json
+import sqlalchemy as sa
+from airflow.models import Connection, Pool
+from airflow.utils.db import check_migrations
+from airflow.utils.session import create_session
+
+check_migrations(timeout=5)  # raises unless the DB is at Airflow's head revision
+with create_session() as session:
+    connections = {c.conn_id: {"conn_type": c.conn_type, "host": c.host, "extra": c.extra_dejson}
+                   for c in session.scalars(sa.select(Connection))}
+    pools = {p.pool: {"slots": p.slots, "description": p.description} for p in session.scalars(sa.select(Pool))}
+print(json.dumps({"connections": connections, "pools": pools}))
+"""
+
+SPOIL_CONNECTION = """
+import sqlalchemy as sa
+from airflow.models import Connection
+from airflow.utils.session import create_session
+
+with create_session() as session:
+    session.scalar(sa.select(Connection).where(Connection.conn_id == "acid_metastore")).host = "sqlite:////elsewhere.db"
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def clean_environment(acid_home: Path, **variables: str) -> dict[str, str]:
+    """This process's environment without Airflow, ACID or Spark settings (the test suite's own), plus ACID_HOME."""
+    environ = {name: value for name, value in os.environ.items()
+               if not name.startswith(("AIRFLOW", "ACID_", "PYSPARK", "SPARK_"))}
+    environ.update({"ACID_HOME": str(acid_home), "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
+                    "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()), **variables})
+    return environ
+
+
+def launcher(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "acid_cli.platform", *args], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def airflow_python(script: str, env: dict[str, str]) -> str:
+    """Run `script` with the platform's Airflow environment (the one `make run` gives Airflow); returns its stdout."""
+    airflow_env = platform_environment(load_settings(env), env)
+    result = subprocess.run([sys.executable, "-c", script], env=airflow_env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+# --- set-up ---------------------------------------------------------------------------------------------------------
+@pytest.mark.airflow
+def test_set_up_creates_airflow_db_connections_pool_and_demo_tables_idempotently(tmp_path):
+    home = tmp_path / "home"
+    env = clean_environment(home, ACID_WORKER_THREADS="3")
+    first = launcher("--setup-only", env=env)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+
+    url = f"sqlite:///{home / 'warehouse' / 'metastore.db'}"
+    state = json.loads(airflow_python(READ_BACK, env).strip().splitlines()[-1])
+    assert state["connections"]["acid_metastore"] == {
+        "conn_type": "generic", "host": url, "extra": {"warehouse": str(home / "warehouse")}}
+    assert state["connections"]["spark_default"] == {
+        "conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}}
+    assert state["pools"]["acid_compaction"]["slots"] == 3
+    assert "hive.compactor.worker.threads" in state["pools"]["acid_compaction"]["description"]
+    assert (home / "airflow" / "airflow.cfg").is_file() and (home / "airflow" / "airflow.db").is_file()
+
+    store = Metastore(url, warehouse=str(home / "warehouse"))
+    try:
+        events, sales = store.catalog.get_table("demo", "events"), store.catalog.get_table("demo", "sales")
+        assert events.param("transactional") == sales.param("transactional") == "true"
+        assert [key.name for key in events.partition_keys] == []
+        assert [key.name for key in sales.partition_keys] == ["day"]
+        created = (events.create_time_ms, sales.create_time_ms)
+    finally:
+        store.close()
+
+    # The `acid` command with only the same ACID_HOME sees the same metastore.
+    shown = subprocess.run([sys.executable, "-m", "acid_cli.main", "sql", "SHOW TABLES IN demo", "--format", "jsonl"],
+                           env={**clean_environment(home)}, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert sorted(json.loads(line)["tab_name"] for line in shown.stdout.splitlines()) == ["events", "sales"]
+
+    # Run again with another worker count after someone changed a connection: updated in place, nothing doubled.
+    airflow_python(SPOIL_CONNECTION, env)
+    second = launcher("--setup-only", env={**env, "ACID_WORKER_THREADS": "1"})
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    again = json.loads(airflow_python(READ_BACK, env).strip().splitlines()[-1])
+    assert again["connections"]["acid_metastore"]["host"] == url
+    assert sorted(again["connections"]) == sorted(state["connections"])
+    assert sorted(again["pools"]) == sorted(state["pools"]) and again["pools"]["acid_compaction"]["slots"] == 1
+    store = Metastore(url, warehouse=str(home / "warehouse"))
+    try:
+        assert (store.catalog.get_table("demo", "events").create_time_ms,
+                store.catalog.get_table("demo", "sales").create_time_ms) == created
+    finally:
+        store.close()
+
+
+def test_platform_environment_puts_state_under_acid_home_and_keeps_the_users_choices(tmp_path):
+    env = clean_environment(tmp_path / "home", ACID_INITIATOR_INTERVAL_SECONDS="120", AIRFLOW__API__PORT="8123",
+                            AIRFLOW_CONN_ACID_METASTORE='{"conn_type": "generic", "host": "sqlite:////x.db"}',
+                            AIRFLOW_HOME="/somewhere/else", PATH="/usr/bin")
+    settings = load_settings(env)
+    airflow_env = platform_environment(settings, env)
+    home = tmp_path / "home"
+    assert airflow_env["AIRFLOW_HOME"] == str(home / "airflow")
+    assert airflow_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == f"sqlite:///{home / 'airflow' / 'airflow.db'}"
+    assert airflow_env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"].startswith(str(home / "logs"))
+    assert airflow_env["AIRFLOW__CORE__DAGS_FOLDER"] == str(ROOT / "dags")
+    assert airflow_env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(ROOT / "plugins")
+    assert airflow_env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
+    assert airflow_env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] == "False"
+    assert airflow_env["ACID_INITIATOR_INTERVAL_SECONDS"] == "120"  # the user's choice
+    assert airflow_env["ACID_CLEANER_INTERVAL_SECONDS"] == "60"  # the demo's
+    assert airflow_env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:8123/execution/"
+    assert "AIRFLOW_CONN_ACID_METASTORE" not in airflow_env  # would shadow the connection set-up stores
+    assert airflow_env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    assert airflow_env["PYSPARK_PYTHON"] == sys.executable
+    assert airflow_env["ACID_HOME"] == str(home)
+    assert airflow_env["ACID_WAREHOUSE"] == str(home / "warehouse")
+    assert airflow_env["ACID_METASTORE_URL"] == f"sqlite:///{home / 'warehouse' / 'metastore.db'}"
+
+
+# --- the demo writer ------------------------------------------------------------------------------------------------
+def test_demo_writer_crosses_the_initiators_delta_threshold_and_keeps_days_small(tmp_path):
+    env = clean_environment(tmp_path / "home")
+    result = subprocess.run([sys.executable, "-m", "acid_cli.demo", "--rounds", "24", "--interval", "0"], env=env,
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "aborted" in result.stderr and "streamed a batch" in result.stderr
+    store = Metastore(f"sqlite:///{tmp_path / 'home' / 'warehouse' / 'metastore.db'}",
+                      warehouse=str(tmp_path / "home" / "warehouse"))
+    try:
+        decisions = {d.candidate.full_partition_name: d.compaction_type for d in run_initiator(store, dry_run=True)}
+        assert decisions == {"demo.events": CompactionType.MAJOR, "demo.sales/day=2026-11-01": CompactionType.MAJOR}
+    finally:
+        store.close()
+
+    # Two days of three batches each, written round twice: each day holds only its latest three batches.
+    rotating = tmp_path / "rotating"
+    result = subprocess.run([sys.executable, "-m", "acid_cli.demo", "--rounds", "24", "--interval", "0", "--days", "2",
+                             "--batches-per-day", "3"], env=clean_environment(rotating), cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("rows of the day") == 2
+    store = Metastore(f"sqlite:///{rotating / 'warehouse' / 'metastore.db'}", warehouse=str(rotating / "warehouse"))
+    try:
+        sales = store.catalog.get_table("demo", "sales")
+        ids = store.txns.valid_write_ids("demo", "sales")
+        assert sorted(p.name for p in store.catalog.list_partitions("demo", "sales")) == ["day=2026-11-01",
+                                                                                        "day=2026-11-02"]
+        for day in ("day=2026-11-01", "day=2026-11-02"):
+            rows = read_snapshot(sales.partition_location(day), write_ids=ids).num_rows
+            assert 3 * 4 * 3 <= rows <= 3 * 4 * 9  # three batches of four committed transactions of 3..9 rows
+    finally:
+        store.close()
+
+
+def test_demo_writer_stops_on_sigterm_leaving_no_open_transaction(tmp_path):
+    home = tmp_path / "home"
+    log = tmp_path / "writer.log"
+    writer = subprocess.Popen([sys.executable, "-m", "acid_cli.demo", "--interval", "0.2", "--log-file", str(log)],
+                              env=clean_environment(home), cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not log.exists() or "demo.events:" not in log.read_text()):
+            time.sleep(0.2)
+        assert "demo.events:" in log.read_text()
+        writer.send_signal(signal.SIGTERM)
+        assert writer.wait(timeout=30) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    assert "stopped after" in log.read_text()
+    store = Metastore(f"sqlite:///{home / 'warehouse' / 'metastore.db'}", warehouse=str(home / "warehouse"))
+    try:
+        assert [t.txn_id for t in store.txns.show_transactions() if t.state_name == "OPEN"] == []
+    finally:
+        store.close()
+
+
+# --- settings refused before anything starts ----------------------------------------------------------------------
+@pytest.mark.parametrize("port, message", [
+    ("eighty", "AIRFLOW__API__PORT='eighty' is not a whole number"),
+    ("70000", "AIRFLOW__API__PORT=70000 is out of range"),
+    ("0", "AIRFLOW__API__PORT=0 is out of range"),
+])
+def test_bad_port_exits_2_before_starting_anything(tmp_path, port, message):
+    home = tmp_path / "home"
+    result = launcher(env=clean_environment(home, AIRFLOW__API__PORT=port), timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert not home.exists()
+
+
+def test_port_in_use_exits_2_naming_the_port(tmp_path):
+    home = tmp_path / "home"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = launcher(env=clean_environment(home, AIRFLOW__API__PORT=str(port)), timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"port {port} is already in use" in result.stderr and f"AIRFLOW__API__PORT={port}" in result.stderr
+    assert not home.exists()
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("ACID_WORKER_THREADS", "0", "ACID_WORKER_THREADS=0 is out of range"),
+    ("ACID_WORKER_THREADS", "two", "ACID_WORKER_THREADS='two' is not a whole number"),
+    ("ACID_INITIATOR_INTERVAL_SECONDS", "soon", "ACID_INITIATOR_INTERVAL_SECONDS='soon' is not a whole number"),
+])
+def test_bad_numbers_exit_2(tmp_path, variable, value, message):
+    result = launcher(env=clean_environment(tmp_path / "home", **{variable: value,
+                                                                  "AIRFLOW__API__PORT": str(_free_port())}))
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_unusable_acid_home_exits_2(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    home = blocker / "home"
+    result = launcher(env=clean_environment(home, AIRFLOW__API__PORT=str(_free_port())), timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"ACID_HOME={home} is not usable" in result.stderr
+
+
+def test_missing_java_exits_1_naming_it(tmp_path):
+    env = clean_environment(tmp_path / "home", AIRFLOW__API__PORT=str(_free_port()), PATH=str(tmp_path))
+    env.pop("JAVA_HOME", None)
+    result = launcher(env=env, timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Spark needs Java 17" in result.stderr
+    assert not (tmp_path / "home" / "airflow" / "airflow.db").exists()
+
+
+def test_second_launcher_on_the_same_home_exits_2(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    with open(home / "platform.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write("4242")
+        lock.flush()
+        result = launcher(env=clean_environment(home, AIRFLOW__API__PORT=str(_free_port())), timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "is in use by another `make run` (pid 4242)" in result.stderr
+
+
+# --- the whole platform ---------------------------------------------------------------------------------------------
+def _reader(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _sessions_of(root: psutil.Process) -> tuple[dict[int, float], set[int]]:
+    """Every descendant of `root` (pid -> create time) and the sessions they and `root` are in."""
+    processes, sessions = {}, {os.getsid(root.pid)}
+    for process in root.children(recursive=True):
+        try:
+            processes[process.pid] = process.create_time()
+            sessions.add(os.getsid(process.pid))
+        except (psutil.Error, OSError):
+            continue
+    return processes, sessions
+
+
+def _leftovers(processes: dict[int, float], sessions: set[int]) -> list[str]:
+    left = []
+    for process in psutil.process_iter(["pid", "create_time", "cmdline", "status"]):
+        try:
+            if process.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            same = processes.get(process.pid) == process.info["create_time"]
+            if same or os.getsid(process.pid) in sessions:
+                left.append(f"{process.pid} {' '.join(process.info['cmdline'] or [])[:120]}")
+        except (psutil.Error, OSError):
+            continue
+    return left
+
+
+def _kill_sessions(sessions: set[int]) -> None:
+    for process in psutil.process_iter():
+        try:
+            if os.getsid(process.pid) in sessions:
+                process.kill()
+        except (psutil.Error, OSError):
+            continue
+
+
+@pytest.mark.slow
+@pytest.mark.airflow
+def test_make_run_starts_airflow_prints_a_working_login_and_ctrl_c_stops_everything(tmp_path):
+    home = tmp_path / "home"
+    port = _free_port()
+    env = clean_environment(home, AIRFLOW__API__PORT=str(port))
+    process = subprocess.Popen([sys.executable, "-m", "acid_cli.platform"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
+    output: list[str] = []
+    sessions: set[int] = {process.pid}
+    try:
+        deadline = time.monotonic() + 300
+        while not any("Press Ctrl-C to stop" in line for line in output):
+            assert time.monotonic() < deadline, "no ready message within 300 s:\n" + "".join(output)
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            assert line is not None, f"the launcher exited ({process.wait()}):\n" + "".join(output)
+            output.append(line)
+        text = "".join(output)
+        assert f"Airflow is ready: http://localhost:{port}" in text
+        assert f"ACID_HOME={home} " in text and 'sql "SHOW COMPACTIONS"' in text
+        login = next(line for line in output if "login:" in line).split("login:")[1].split()
+        user, password = login[0], login[2]
+        assert user == "admin" and login[1] == "/" and password
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=10) as response:
+            assert json.loads(response.read())["metadatabase"]["status"] == "healthy"
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/auth/token", method="POST",
+                                         data=json.dumps({"username": user, "password": password}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            token = json.loads(response.read())["access_token"]
+
+        # The DAGs get parsed and are not paused; the writer writes.
+        wanted = {"acid_cleaner", "acid_housekeeping"}
+        deadline = time.monotonic() + 90
+        while True:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v2/dags?limit=100",
+                                             headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                dags = {dag["dag_id"]: dag["is_paused"] for dag in json.loads(response.read())["dags"]}
+            if wanted <= set(dags) or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        assert wanted <= set(dags) and not any(dags[dag_id] for dag_id in wanted), dags
+        writer_log = home / "logs" / "writer.log"
+        assert "streamed a batch" in writer_log.read_text()
+
+        processes, sessions = _sessions_of(psutil.Process(process.pid))
+        assert any("standalone" in " ".join(psutil.Process(pid).cmdline()) for pid in processes
+                   if psutil.pid_exists(pid))
+        process.send_signal(signal.SIGINT)
+        status = process.wait(timeout=180)
+        while (line := lines.get(timeout=10)) is not None:
+            output.append(line)
+        text = "".join(output)
+        assert status == 0, text
+        assert "Stopping (SIGINT)" in text and "Stopped." in text
+        assert "SIGKILL" not in text, text  # stopped in order, without killing
+        assert _leftovers(processes, sessions) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        _kill_sessions(sessions)
+        process.stdout.close()
