@@ -149,8 +149,9 @@ def _summary(entry, message: str) -> dict:
 
 
 def _worker_id(context, compaction_id: int) -> str:
-    """`<host>-airflow-<dag>.<task>[<map index>]-<try>-c<id>`: which task attempt holds the compaction."""
+    """`<host>-airflow.<dag>.<task>[<map index>].try<n>`: which task attempt holds the compaction. SHOW COMPACTIONS
+    splits a worker id at its last "-" into host and worker (Hive's `host-threadId`), so the task part has none."""
     ti = context["ti"]
     index = f"[{ti.map_index}]" if getattr(ti, "map_index", -1) >= 0 else ""
-    raw = f"{socket.gethostname()}-airflow-{ti.dag_id}.{ti.task_id}{index}-{ti.try_number}-c{compaction_id}"
-    return re.sub(r"[^A-Za-z0-9_.\[\]-]", "_", raw)[:128]
+    task = re.sub(r"[^A-Za-z0-9_.\[\]]", "_", f"airflow.{ti.dag_id}.{ti.task_id}{index}.try{ti.try_number}")
+    return f"{socket.gethostname()}-{task}"[:128]

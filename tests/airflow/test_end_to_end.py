@@ -180,7 +180,7 @@ def test_initiator_compacts_on_spark_and_cleaner_waits_for_open_readers(acid_con
                                               f"{p}" for p, r in results.items())
     assert _asset_events("acid_compacted") >= 3
     for entry in (ms.compactions.get(r["compaction_id"]) for r in results.values()):
-        assert "-airflow-acid_initiator.compact[" in entry.worker_id  # the mapped task that ran it
+        assert "-airflow.acid_initiator.compact[" in entry.worker_id  # the mapped task that ran it
     assert dirs(tables.location("quiet", None)) == quiet_before and ms.compactions.show(table="quiet") == []
     new_dirs = {ds: set(dirs(tables.location("sales", ds))) - set(dirs_before[ds]) for ds in "abc"}
     assert [name.split("_v")[0].split("_")[0] for name in new_dirs["a"]] == ["delta"]
@@ -231,7 +231,7 @@ def test_manual_run_compacts_the_chosen_partition(acid_connection, make_ms, dagb
     result = returned(run, "compact")
     assert result["compaction_id"] == returned(run, "enqueue")
     assert (result["state"], result["type"], result["partition"]) == ("ready for cleaning", "MAJOR", "ds=2026-01-01")
-    assert ms.compactions.get(result["compaction_id"]).worker_id.endswith(f"acid_compact.compact-1-c{result['compaction_id']}")
+    assert ms.compactions.get(result["compaction_id"]).worker_id.endswith("-airflow.acid_compact.compact.try1")
     assert [name for name in dirs(part) if name.startswith("base_")]
     assert tables.rows("p", "2026-01-01") == rows_before
     assert dirs(other) == other_before
