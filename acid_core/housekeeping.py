@@ -18,7 +18,7 @@ from acid_core.errors import AcidError, NoSuchTxnError, TxnStateError, UsageErro
 from acid_core.fs import FileSystem, ensure_inside
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
-from acid_core.metastore.compactions import CompactionState, HistoryRetention
+from acid_core.metastore.compactions import CompactionInfo, CompactionState, HistoryRetention
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN
 
 DEFAULT_WORKER_TIMEOUT_MS = 86_400_000  # hive.compactor.worker.timeout
@@ -54,15 +54,6 @@ class HousekeepingReport:
                 f"leases, purged {self.purged_history} history entries, removed {len(self.removed_aborted_txns)} "
                 f"empty aborted transactions and {self.removed_write_set_rows} WRITE_SET rows"
                 + (f"; {len(self.problems)} problems" if self.problems else ""))
-
-
-@dataclass(frozen=True, slots=True)
-class _WorkingEntry:
-    compaction_id: int
-    database: str
-    table: str
-    partition: str | None
-    txn_id: int | None
 
 
 def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_TIMEOUT_MS,
@@ -101,20 +92,12 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
 
 def _revert_dead_workers(metastore: Metastore, worker_timeout_ms: int
                          ) -> tuple[list[int], list[int], list[str], list[str]]:
-    """Step 2. The compactor transaction ids are read first: reverting clears CQ_TXN_ID."""
-    cq = s.compaction_queue.c
-    working = {row.CQ_ID: _WorkingEntry(row.CQ_ID, row.CQ_DATABASE, row.CQ_TABLE, row.CQ_PARTITION, row.CQ_TXN_ID)
-               for row in metastore.db.run("find working compactions", lambda conn: conn.execute(
-                   sa.select(cq.CQ_ID, cq.CQ_DATABASE, cq.CQ_TABLE, cq.CQ_PARTITION, cq.CQ_TXN_ID)
-                   .where(cq.CQ_STATE == CompactionState.WORKING.value)).all(), write=False)}
+    """Step 2. Each reverted entry comes back as it was, with the compactor transaction of the attempt put back."""
     reverted = metastore.compactions.revert_timed_out_workers(worker_timeout_ms)
     aborted: list[int] = []
     removed: list[str] = []
     problems: list[str] = []
-    for compaction_id in reverted:
-        entry = working.get(compaction_id)
-        if entry is None:  # claimed after the read above; its transaction times out on its own
-            continue
+    for entry in reverted:
         if entry.txn_id is not None:
             try:
                 metastore.txns.abort(entry.txn_id)
@@ -124,17 +107,17 @@ def _revert_dead_workers(metastore: Metastore, worker_timeout_ms: int
         try:
             removed.extend(_remove_hidden_results(metastore, entry))
         except AcidError as exc:
-            problems.append(f"compaction {compaction_id}: hidden result directories not removed: {exc}")
-    return reverted, aborted, removed, problems
+            problems.append(f"compaction {entry.id}: hidden result directories not removed: {exc}")
+    return [entry.id for entry in reverted], aborted, removed, problems
 
 
-def _remove_hidden_results(metastore: Metastore, entry: _WorkingEntry) -> list[str]:
+def _remove_hidden_results(metastore: Metastore, entry: CompactionInfo) -> list[str]:
     """Delete `.<name>.tmp-c<id>` directories of the reverted attempt in its partition, and nothing else.
 
     Skipped when a new worker claimed the entry meanwhile: the directories may be that attempt's (it removes
     leftovers itself before writing).
     """
-    current = metastore.compactions.get(entry.compaction_id)
+    current = metastore.compactions.get(entry.id)
     if current is None or current.state is not CompactionState.INITIATED:
         return []
     table = metastore.catalog.get_table(entry.database, entry.table)
@@ -143,7 +126,7 @@ def _remove_hidden_results(metastore: Metastore, entry: _WorkingEntry) -> list[s
         return []
     removed = []
     for child in fs.list_dir(location):
-        if child.is_dir and is_leftover_of(child.name, entry.compaction_id):
+        if child.is_dir and is_leftover_of(child.name, entry.id):
             fs.delete_dir(ensure_inside(location, child.path))
             removed.append(child.path)
     return removed

@@ -842,7 +842,7 @@ def _time_out(store: Metastore, clock, compaction_id: int, txn_id: int) -> None:
     """The housekeeping that notices the dead driver: its txn times out, its entry goes back to initiated."""
     clock.advance(WORKER_TIMEOUT_MS + 1)
     assert store.txns.perform_timeouts() == [txn_id]
-    assert store.compactions.revert_timed_out_workers(WORKER_TIMEOUT_MS) == [compaction_id]
+    assert [e.id for e in store.compactions.revert_timed_out_workers(WORKER_TIMEOUT_MS)] == [compaction_id]
     assert entry_state(store, compaction_id) is CompactionState.INITIATED
 
 
@@ -1074,7 +1074,7 @@ def test_a_worker_that_lost_its_claim_cannot_fail_the_attempt_that_replaced_it(s
 
     def slow_runner(plan):
         clock.advance(WORKER_TIMEOUT_MS + 1)  # meanwhile: presumed dead, reverted, and redone by another worker
-        assert store.compactions.revert_timed_out_workers(WORKER_TIMEOUT_MS) == [compaction_id]
+        assert [e.id for e in store.compactions.revert_timed_out_workers(WORKER_TIMEOUT_MS)] == [compaction_id]
         replacement["outcome"] = CompactionWorker(store, worker_id="replacement").run(compaction_id)
         replacement["entry"] = entry(table, compaction_id)
         return local_runner(plan)

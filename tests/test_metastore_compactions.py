@@ -314,11 +314,15 @@ def test_set_compactor_txn_with_an_unknown_txn_changes_nothing(ms):
 
 def test_revert_timed_out_workers(ms, clock):
     stale = in_state(ms, S.WORKING, "p=1")
-    ms.compactions.set_compactor_txn(stale, ms.txns.open_txn(txn_type=TxnType.COMPACTION), 7)
+    compactor_txn = ms.txns.open_txn(txn_type=TxnType.COMPACTION)
+    ms.compactions.set_compactor_txn(stale, compactor_txn, 7)
+    worker = ms.compactions.get(stale).worker_id
     clock.advance(1000)
     fresh = in_state(ms, S.WORKING, "p=2")
     clock.advance(1)
-    assert ms.compactions.revert_timed_out_workers(1000) == [stale]
+    [reverted] = ms.compactions.revert_timed_out_workers(1000)
+    # returned as it was when put back: the dead attempt's worker and compactor transaction, for the caller to abort
+    assert (reverted.id, reverted.state, reverted.worker_id, reverted.txn_id) == (stale, S.WORKING, worker, compactor_txn)
     info = ms.compactions.get(stale)
     assert (info.state, info.worker_id, info.start_ms, info.txn_id, info.highest_write_id) == (
         S.INITIATED, None, None, None, None)

@@ -376,20 +376,29 @@ class CompactionQueue:
             results[compaction_id] = self.db.run(f"abort compaction {compaction_id}", abort)
         return results
 
-    def revert_timed_out_workers(self, timeout_ms: int) -> list[int]:
-        """Put back `working` entries older than hive.compactor.worker.timeout (their worker died) as `initiated`."""
+    def revert_timed_out_workers(self, timeout_ms: int) -> list[CompactionInfo]:
+        """Put back `working` entries older than hive.compactor.worker.timeout (their worker died) as `initiated`.
+
+        Returns the reverted entries as they were just before (worker, compactor transaction), read in the same
+        database transaction as the change, so the caller aborts exactly the transactions of the attempts it put back.
+        """
         cq = s.compaction_queue.c
 
-        def revert(conn: Connection) -> list[int]:
+        def revert(conn: Connection) -> list[CompactionInfo]:
             cutoff = self.db.clock.now_ms() - timeout_ms
-            stale = conn.execute(sa.select(cq.CQ_ID).where(cq.CQ_STATE == CompactionState.WORKING.value,
-                                                           cq.CQ_START < cutoff)).scalars().all()
-            for compaction_id in stale:
-                conn.execute(s.compaction_queue.update().where(
-                    cq.CQ_ID == compaction_id, cq.CQ_STATE == CompactionState.WORKING.value, cq.CQ_START < cutoff)
+            query = (sa.select(s.compaction_queue)
+                     .where(cq.CQ_STATE == CompactionState.WORKING.value, cq.CQ_START < cutoff).order_by(cq.CQ_ID))
+            if self.db.dialect == "postgresql":
+                query = query.with_for_update()
+            reverted = []
+            for info in [_from_queue(row) for row in conn.execute(query).all()]:
+                changed = conn.execute(s.compaction_queue.update().where(
+                    cq.CQ_ID == info.id, cq.CQ_STATE == CompactionState.WORKING.value, cq.CQ_START == info.start_ms)
                     .values(CQ_STATE=CompactionState.INITIATED.value, CQ_WORKER_ID=None, CQ_START=None,
-                            CQ_TXN_ID=None, CQ_HIGHEST_WRITE_ID=None))
-            return sorted(stale)
+                            CQ_TXN_ID=None, CQ_HIGHEST_WRITE_ID=None)).rowcount
+                if changed:
+                    reverted.append(info)
+            return reverted
 
         return self.db.run("revert timed-out compaction workers", revert)
 

@@ -174,7 +174,7 @@ def test_major_compaction_after_a_killed_driver_retries_cleanly_and_repeats_chan
     later = Metastore(store.url, clock=ManualClock(int(time.time() * 1000) + 10 * WORKER_TIMEOUT_MS))
     try:  # what housekeeping does once the time-outs have passed
         assert later.txns.perform_timeouts() == [killed.txn_id]  # the dead compactor's transaction
-        assert later.compactions.revert_timed_out_workers(WORKER_TIMEOUT_MS) == [compaction_id]
+        assert [e.id for e in later.compactions.revert_timed_out_workers(WORKER_TIMEOUT_MS)] == [compaction_id]
     finally:
         later.close()
     assert store.compactions.get(compaction_id).state is CompactionState.INITIATED
