@@ -26,6 +26,8 @@ the compaction's highest write id. Then it verifies nothing obsolete remains and
 - `trash_dir` moves removed directories under `<trash_dir>/<run id>/...` on the same filesystem instead of deleting.
 - Never touches a path outside the table's location, never follows a symbolic link, and refuses tables with
   `no_cleanup`='true'. Deleting is idempotent: a crashed run is finished by the next one.
+- A cleaning that fails (the error is logged and kept in the queue entry) is retried after
+  2^attempts x `retry_retention_seconds`, and marked `failed` when it still fails after `max_attempts` retries.
 
 **When it runs.** After every compaction task that emits the `acid_compacted` asset (from `acid_initiator` or
 `acid_compact`), and on a timer, `ACID_CLEANER_INTERVAL_SECONDS` (default 300), for entries that had to wait for an
@@ -46,6 +48,11 @@ open transaction, a reader lease or the retention time. Hive's Cleaner polls eve
         "dry_run": Param(False, type="boolean", description="List what would be removed; change nothing."),
         "retention_seconds": Param(0, type="integer", minimum=0,
                                    description="hive.compactor.cleaner.retention.time.seconds (delayed cleanup)."),
+        "retry_retention_seconds": Param(300, type="integer", minimum=1,
+                                         description="hive.compactor.cleaner.retry.retention.time: a failed cleaning "
+                                                     "waits 2^attempts x this before the next try."),
+        "max_attempts": Param(5, type="integer", minimum=0, maximum=10,
+                              description="hive.compactor.cleaner.retry.maxattempts: retries before it is marked failed."),
         "trash_dir": Param(None, type=["null", "string"], pattern=ABSOLUTE_PATH,
                            description="Move removed directories here (an absolute path or URI on the table's "
                                        "filesystem) instead of deleting them."),
@@ -65,7 +72,9 @@ def acid_cleaner():
         with AcidMetastoreHook().metastore() as metastore:
             results = clean(metastore, dry_run=bool(params["dry_run"]),
                             retention_ms=int(params["retention_seconds"]) * 1000,
-                            trash_dir=params["trash_dir"] or None, log=log.info)
+                            trash_dir=params["trash_dir"] or None,
+                            retry_retention_ms=int(params["retry_retention_seconds"]) * 1000,
+                            max_attempts=int(params["max_attempts"]), log=log.info)
         summary = [dataclasses.asdict(result) for result in results]
         for entry in summary:
             entry["removed"] = list(entry["removed"])

@@ -218,6 +218,44 @@ def test_trash_inside_the_table_is_refused(ms):
     assert state_of(ms, compaction_id) is CompactionState.READY_FOR_CLEANING
 
 
+def test_failing_cleanup_backs_off_then_is_marked_failed(ms, clock, tmp_path):
+    """Hive's cleaner retry: 2^attempts x retry retention between tries, failed when the last retry fails."""
+    table = three_writes(ms)
+    compaction_id = table.compact()
+    not_a_directory = tmp_path / "trash-is-a-file"
+    not_a_directory.write_text("")  # a real fault: the trash directory cannot be created
+    before = table.dirs()
+    waits = []
+    for attempt in range(4):  # the first try and max_attempts=3 retries
+        [result] = clean(ms, trash_dir=str(not_a_directory), retry_retention_ms=1000, max_attempts=3, log=quiet([]))
+        entry = ms.compactions.get(compaction_id)
+        if attempt < 3:
+            assert result.outcome == "error" and entry.state is CompactionState.READY_FOR_CLEANING
+            assert str(not_a_directory) in entry.error_message
+            waits.append(entry.retry_retention_ms)
+            assert clean(ms, trash_dir=str(not_a_directory), log=quiet([])) == []  # backing off: not tried again yet
+            clock.advance(entry.retry_retention_ms + 1)
+        else:
+            assert result.outcome == "failed" and entry.state is CompactionState.FAILED
+            assert "cleaning failed 4 times" in entry.error_message and str(not_a_directory) in entry.error_message
+    assert waits == [1000, 2000, 4000]
+    assert table.dirs() == before  # nothing was removed by the failing attempts
+    assert clean(ms, log=quiet([])) == []  # a failed entry is no longer the cleaner's
+
+
+def test_a_later_success_after_an_error_cleans(ms, clock, tmp_path):
+    table = three_writes(ms)
+    compaction_id = table.compact()
+    not_a_directory = tmp_path / "trash-is-a-file"
+    not_a_directory.write_text("")
+    [failed] = clean(ms, trash_dir=str(not_a_directory), retry_retention_ms=1000, log=quiet([]))
+    assert failed.outcome == "error" and "retried in 1 s" in failed.message
+    clock.advance(1001)
+    [result] = clean(ms, log=quiet([]))
+    assert result.outcome == "cleaned" and state_of(ms, compaction_id) is CompactionState.SUCCEEDED
+    assert len(table.dirs()) == 1
+
+
 def test_symlink_pointing_outside_is_not_followed(ms, tmp_path):
     table = three_writes(ms)
     table.compact()

@@ -18,7 +18,8 @@ from typing import Callable
 from acid_core.errors import AcidError, CompactionStateError, NoSuchObjectError, PathOutsideTableError, UsageError
 from acid_core.fs import FileSystem, ensure_inside
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionInfo
+from acid_core.metastore.compactions import (CLEANER_MAX_ATTEMPTS, CLEANER_RETRY_RETENTION_MS, CompactionInfo,
+                                             CompactionState)
 from acid_core.metastore.txns import full_table_name
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import LONG_MAX, ValidCleanerWriteIdList, ValidTxnList
@@ -32,8 +33,9 @@ class CleanResult:
 
     `outcome` is one of: `cleaned` (marked cleaned), `incomplete` (something obsolete remains; retried next run),
     `dry run`, `table dropped` (marked cleaned), `refused` (no_cleanup, marked refused), `skipped` (no_cleanup but
-    the queue could not refuse it), `error` (left for the next run). `removed` lists the paths deleted, moved to the
-    trash, or (dry run) that would be; `skipped_paths` those left alone (symbolic links, paths outside the table).
+    the queue could not refuse it), `error` (retried after a back-off), `failed` (gave up after the last attempt:
+    marked failed). `removed` lists the paths deleted, moved to the trash, or (dry run) that would be;
+    `skipped_paths` those left alone (symbolic links, paths outside the table).
     """
 
     compaction_id: int
@@ -46,6 +48,7 @@ class CleanResult:
 
 
 def clean(metastore: Metastore, *, dry_run: bool = False, retention_ms: int = 0, trash_dir: str | None = None,
+          retry_retention_ms: int = CLEANER_RETRY_RETENTION_MS, max_attempts: int = CLEANER_MAX_ATTEMPTS,
           log: Callable[[str], None] = print) -> list[CleanResult]:
     """Clean every compaction that is ready (Hive's Cleaner, one cycle).
 
@@ -55,6 +58,9 @@ def clean(metastore: Metastore, *, dry_run: bool = False, retention_ms: int = 0,
             (hive.compactor.cleaner.retention.time.seconds with delayed cleanup enabled).
         trash_dir: move removed entries under `<trash_dir>/<run id>/<database>/<table>[/<partition>]/` on the same
             filesystem instead of deleting them.
+        retry_retention_ms, max_attempts: an entry whose cleaning fails waits 2^attempts x `retry_retention_ms`
+            before the next try (hive.compactor.cleaner.retry.retention.time) and is marked failed when a retry
+            fails after `max_attempts` retries (hive.compactor.cleaner.retry.maxattempts).
         log: called with one line per action and per path.
     """
     run_id = f"{metastore.db.clock.now_ms()}-{uuid.uuid4().hex[:8]}"
@@ -63,12 +69,30 @@ def clean(metastore: Metastore, *, dry_run: bool = False, retention_ms: int = 0,
         try:
             result = _clean_entry(metastore, entry, dry_run=dry_run, trash_dir=trash_dir, run_id=run_id, log=log)
         except AcidError as exc:
-            result = CleanResult(entry.id, entry.full_table_name, entry.partition, "error",
-                                 message=f"{type(exc).__name__}: {exc}; left for the next run")
+            result = _record_error(metastore, entry, f"{type(exc).__name__}: {exc}", dry_run=dry_run,
+                                   retry_retention_ms=retry_retention_ms, max_attempts=max_attempts)
         log(f"compaction {entry.id} ({_where(entry)}): {result.outcome}"
             + (f": {result.message}" if result.message else ""))
         results.append(result)
     return results
+
+
+def _record_error(metastore: Metastore, entry: CompactionInfo, error: str, *, dry_run: bool,
+                  retry_retention_ms: int, max_attempts: int) -> CleanResult:
+    """Back off (the entry waits before the next try) or, after `max_attempts` retries, mark it failed."""
+    def result(outcome: str, message: str) -> CleanResult:
+        return CleanResult(entry.id, entry.full_table_name, entry.partition, outcome, message=message)
+
+    if dry_run:
+        return result("error", f"{error}; nothing recorded (dry run)")
+    try:
+        after = metastore.compactions.record_cleaner_error(entry.id, error, retry_retention_ms=retry_retention_ms,
+                                                           max_attempts=max_attempts)
+    except AcidError as exc:
+        return result("error", f"{error}; left for the next run (recording the error failed too: {exc})")
+    if after.state is CompactionState.FAILED:
+        return result("failed", after.error_message or error)
+    return result("error", f"{error}; retried in {after.retry_retention_ms // 1000} s or later")
 
 
 def _where(entry: CompactionInfo) -> str:

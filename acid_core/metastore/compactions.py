@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from dataclasses import dataclass, fields
 from typing import Iterable, Mapping
 
@@ -64,6 +65,8 @@ class CompactionState(str, enum.Enum):
 
 
 QUEUE_STATES = (CompactionState.INITIATED, CompactionState.WORKING, CompactionState.READY_FOR_CLEANING)
+CLEANER_RETRY_RETENTION_MS = 300_000  # hive.compactor.cleaner.retry.retention.time
+CLEANER_MAX_ATTEMPTS = 5  # hive.compactor.cleaner.retry.maxattempts
 ABORTED_BY_REQUEST = "Compaction Aborted by Abort Comapction request."  # Hive's text, spelling included
 
 
@@ -334,6 +337,36 @@ class CompactionQueue:
             self._to_history(conn, info, CompactionState.FAILED, message[:20000])
 
         self.db.run(f"mark compaction {compaction_id} failed", mark)
+
+    def record_cleaner_error(self, compaction_id: int, message: str, *, retry_retention_ms: int = CLEANER_RETRY_RETENTION_MS,
+                             max_attempts: int = CLEANER_MAX_ATTEMPTS) -> CompactionInfo:
+        """A cleaning attempt failed: back off (Hive's TaskHandler.handleCleanerAttemptFailure), or give up.
+
+        The entry stays `ready for cleaning` with CQ_RETRY_RETENTION = 2^attempts x `retry_retention_ms` (so
+        `ready_to_clean` skips it that long) and the error recorded; when it had been retried `max_attempts` times
+        already, it is marked failed with the error. Returns the entry as it is afterwards.
+
+        Raises:
+            CompactionStateError: the entry is not ready for cleaning (someone else finished it meanwhile).
+        """
+        cq = s.compaction_queue.c
+
+        def record(conn: Connection) -> CompactionInfo:
+            info = self._require(conn, compaction_id, [CompactionState.READY_FOR_CLEANING], "record a cleaning error for")
+            attempts = 0
+            if info.retry_retention_ms > 0 and retry_retention_ms > 0:
+                attempts = int(math.log2(max(1, info.retry_retention_ms // retry_retention_ms))) + 1
+            if attempts >= max_attempts:
+                self._to_history(conn, info, CompactionState.FAILED,
+                                 f"cleaning failed {attempts + 1} times (hive.compactor.cleaner.retry.maxattempts "
+                                 f"{max_attempts} retries); last error: {message}"[:20000])
+            else:
+                conn.execute(s.compaction_queue.update().where(cq.CQ_ID == compaction_id).values(
+                    CQ_RETRY_RETENTION=(2 ** attempts) * retry_retention_ms, CQ_ERROR_MESSAGE=message[:20000],
+                    CQ_CLEANER_START=None))
+            return self.get_in(conn, compaction_id)
+
+        return self.db.run(f"record a cleaning error of compaction {compaction_id}", record)
 
     def mark_refused(self, compaction_id: int, message: str) -> None:
         """initiated / working / ready for cleaning -> history refused (nothing to compact, or NO_CLEANUP)."""

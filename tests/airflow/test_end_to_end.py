@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 INITIATOR = {"dry_run": False, "full_scan": False, "delta_num_threshold": 10, "delta_pct_threshold": 0.1,
              "aborted_threshold": 1000, "aborted_time_threshold_seconds": 43200, "failed_threshold": 2,
              "failed_retry_seconds": 604800, "max_compactions": 100}
-CLEANER = {"dry_run": False, "retention_seconds": 0, "trash_dir": None}
+CLEANER = {"dry_run": False, "retention_seconds": 0, "retry_retention_seconds": 300, "max_attempts": 5,
+           "trash_dir": None}
 SETTINGS = {"database": "default", "no_auto_compaction": "leave", "delta_num_threshold": None,
             "delta_pct_threshold": None, "clear_thresholds": False}
 COMPACT = {"database": "default", "partition": None, "type": "major", "wait": True}
