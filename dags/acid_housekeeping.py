@@ -16,10 +16,13 @@ Runs `acid_core.housekeeping.housekeep` once against the metastore of the `acid_
 AcidHouseKeeperService, AcidCompactionHouseKeeperService, AcidTxnCleanerService and the Initiator's
 revertTimedoutWorkers:
 
-1. abort transactions whose heartbeat is older than `hive.txn.timeout` and release their locks;
+1. abort transactions whose heartbeat is older than `txn_timeout_seconds` (`hive.txn.timeout`) and release their
+   locks;
 2. put `working` compactions older than `worker_timeout_seconds` (`hive.compactor.worker.timeout`) back to
    `initiated`, aborting their compactor transactions and removing only their hidden result directories;
-3. expire reader leases; 4. purge compaction history; 5. forget empty aborted transactions and dead WRITE_SET rows.
+3. expire reader leases older than `lease_timeout_seconds`; 4. purge compaction history, keeping the newest
+   `history_*` entries per partition and state (`metastore.compactor.history.retention.*`); 5. forget empty aborted
+   transactions and dead WRITE_SET rows.
 
 Every step is a compare-and-swap or an idempotent delete, so overlapping runs are safe.
 """
@@ -35,6 +38,19 @@ Every step is a compare-and-swap or an idempotent delete, so overlapping runs ar
     params={
         "worker_timeout_seconds": Param(86400, type="integer", minimum=1,
                                         description="hive.compactor.worker.timeout in seconds."),
+        "txn_timeout_seconds": Param(300, type="integer", minimum=1, description="hive.txn.timeout in seconds."),
+        "lease_timeout_seconds": Param(300, type="integer", minimum=1,
+                                       description="Reader leases not heartbeated for this long expire."),
+        "history_succeeded": Param(3, type="integer", minimum=0, maximum=100,
+                                   description="metastore.compactor.history.retention.succeeded"),
+        "history_failed": Param(3, type="integer", minimum=0, maximum=100,
+                                description="metastore.compactor.history.retention.failed"),
+        "history_did_not_initiate": Param(2, type="integer", minimum=0, maximum=100,
+                                          description="metastore.compactor.history.retention.did.not.initiate"),
+        "history_refused": Param(3, type="integer", minimum=0, maximum=100,
+                                 description="metastore.compactor.history.retention.refused"),
+        "history_timeout_seconds": Param(604800, type="integer", minimum=0,
+                                         description="metastore.compactor.history.retention.timeout in seconds."),
     },
 )
 def acid_housekeeping():
@@ -45,11 +61,17 @@ def acid_housekeeping():
         import logging
 
         from acid_core.housekeeping import housekeep
+        from acid_core.metastore.compactions import HistoryRetention
         from acid_plugin.hooks import AcidMetastoreHook
 
         log = logging.getLogger("airflow.task")
-        with AcidMetastoreHook().metastore() as metastore:
-            report = housekeep(metastore, worker_timeout_ms=int(params["worker_timeout_seconds"]) * 1000)
+        history = HistoryRetention(succeeded=int(params["history_succeeded"]), failed=int(params["history_failed"]),
+                                   did_not_initiate=int(params["history_did_not_initiate"]),
+                                   refused=int(params["history_refused"]),
+                                   timeout_ms=int(params["history_timeout_seconds"]) * 1000)
+        with AcidMetastoreHook().metastore(txn_timeout_ms=int(params["txn_timeout_seconds"]) * 1000) as metastore:
+            report = housekeep(metastore, worker_timeout_ms=int(params["worker_timeout_seconds"]) * 1000,
+                               lease_timeout_ms=int(params["lease_timeout_seconds"]) * 1000, history=history)
         log.info("housekeeping: %s", report.summary())
         for problem in report.problems:
             log.warning("housekeeping problem: %s", problem)

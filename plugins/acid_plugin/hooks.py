@@ -43,16 +43,16 @@ class AcidMetastoreHook(BaseHook):
         warehouse = conn.extra_dejson.get("warehouse")
         return str(warehouse) if warehouse else default_warehouse()
 
-    def get_metastore(self) -> Metastore:
-        """A new `Metastore`; the caller closes it (`metastore.close()`)."""
+    def get_metastore(self, **options: Any) -> Metastore:
+        """A new `Metastore` (`options` such as `txn_timeout_ms` go to it); the caller closes it."""
         from acid_core.metastore import Metastore
 
-        return Metastore(self.get_url(), warehouse=self.get_warehouse())
+        return Metastore(self.get_url(), warehouse=self.get_warehouse(), **options)
 
     @contextlib.contextmanager
-    def metastore(self) -> Iterator[Metastore]:
+    def metastore(self, **options: Any) -> Iterator[Metastore]:
         """`with hook.metastore() as metastore:` — a new `Metastore`, closed when the block ends."""
-        store = self.get_metastore()
+        store = self.get_metastore(**options)
         try:
             yield store
         finally:

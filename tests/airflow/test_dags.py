@@ -11,6 +11,10 @@ from dag_support import COLUMNS, dirs, returned
 pytestmark = pytest.mark.airflow
 
 
+# dag.test() keeps the previous run's conf values on the shared DAG object, so every run gives every param.
+HOUSEKEEPING = {"worker_timeout_seconds": 86400, "txn_timeout_seconds": 300, "lease_timeout_seconds": 300,
+                "history_succeeded": 3, "history_failed": 3, "history_did_not_initiate": 2, "history_refused": 3,
+                "history_timeout_seconds": 604800}
 DAG_IDS = {"acid_initiator", "acid_compact", "acid_table_settings", "acid_cleaner", "acid_housekeeping"}
 
 
@@ -77,11 +81,37 @@ def test_housekeeping_dag_aborts_timed_out_txn(acid_connection, make_ms, dagbag)
     old.txns.allocate_write_ids([stale], "default", "t")  # wrote something, so it stays visible once aborted
     assert {info.txn_id: info.state for info in old.txns.show_transactions()} == {stale: "o"}
 
-    dag_run = dagbag.get_dag("acid_housekeeping").test()
+    dag_run = dagbag.get_dag("acid_housekeeping").test(run_conf=HOUSEKEEPING)
 
     assert dag_run.state == "success"
     assert {info.txn_id: info.state for info in make_ms().txns.show_transactions()} == {stale: "a"}
     assert returned(dag_run, "housekeep_metastore")["timed_out_txns"] == [stale]
+
+
+def test_housekeeping_dag_honours_txn_timeout_and_history_params(acid_connection, make_ms, dagbag):
+    import time
+
+    from acid_core.metastore.compactions import CompactionType
+
+    ms = make_ms()
+    open_txn = ms.txns.open_txn()
+    ms.txns.allocate_write_ids([open_txn], "default", "t")
+    done = []
+    for _ in range(3):  # three succeeded compactions of one partition in the history
+        compaction_id = ms.compactions.enqueue("default", "t", None, CompactionType.MAJOR).compaction_id
+        ms.compactions.claim(worker_id="w", compaction_id=compaction_id)
+        ms.compactions.mark_compacted(compaction_id)
+        ms.compactions.mark_cleaned(compaction_id)
+        done.append(compaction_id)
+    time.sleep(1.1)  # the open transaction's heartbeat is now older than a one-second hive.txn.timeout
+
+    dag_run = dagbag.get_dag("acid_housekeeping").test(
+        run_conf={**HOUSEKEEPING, "txn_timeout_seconds": 1, "history_succeeded": 1})
+
+    assert dag_run.state == "success"
+    report = returned(dag_run, "housekeep_metastore")
+    assert report["timed_out_txns"] == [open_txn] and report["purged_history"] == 2
+    assert [entry.id for entry in ms.compactions.show()] == done[-1:]
 
 
 def _compacted_table(ms) -> tuple[Path, int]:

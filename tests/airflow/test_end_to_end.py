@@ -279,7 +279,9 @@ def test_killed_compaction_is_put_back_by_housekeeping_and_retried(acid_connecti
 
     assert blocked.state == "success" and returned(blocked, "poll") == []
     time.sleep(max(0.0, killed.start_ms / 1000 + 1.1 - time.time()))
-    housekeeping = dagbag.get_dag("acid_housekeeping").test(run_conf={"worker_timeout_seconds": 1})
+    housekeeping = dagbag.get_dag("acid_housekeeping").test(run_conf={
+        "worker_timeout_seconds": 1, "txn_timeout_seconds": 300, "lease_timeout_seconds": 300, "history_succeeded": 3,
+        "history_failed": 3, "history_did_not_initiate": 2, "history_refused": 3, "history_timeout_seconds": 604800})
 
     assert housekeeping.state == "success"
     assert returned(housekeeping, "housekeep_metastore")["reverted_compactions"] == [compaction_id]
