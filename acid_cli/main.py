@@ -23,7 +23,7 @@ from acid_core.metastore.engine import redact
 from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_snapshot
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
-from acid_cli.output import write_jsonl, write_table
+from acid_cli.output import report_error, write_jsonl, write_table
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -137,12 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"inspect": _inspect, "read": _read, "metastore": _metastore, "sql": _sql, "compact": _compact}
     try:
         return handlers[args.command](args)
-    except UsageError as exc:
-        print(f"acid {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except AcidError as exc:
-        print(f"acid {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+        return report_error(f"acid {args.command}: error", exc)
     except BrokenPipeError:
         return 0
 

@@ -1,4 +1,4 @@
-"""Rendering rows for people (an aligned table) and for machines (JSON lines)."""
+"""Rendering rows for people (an aligned table) and for machines (JSON lines), and errors for the terminal."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import base64
 import datetime
 import decimal
 import json
+import sys
 from typing import Any, Iterable, Sequence, TextIO
+
+from acid_core.errors import AcidError, UsageError
 
 
 def to_json_value(value: Any) -> Any:
@@ -48,3 +51,9 @@ def write_table(header: Sequence[str], rows: Iterable[Sequence[Any]], out: TextI
     out.write("  ".join("-" * w for w in widths) + "\n")
     for row in cells:
         out.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+
+
+def report_error(prefix: str, error: AcidError) -> int:
+    """Print `<prefix>: <error>` on standard error; the exit status: 2 for a usage error, else 1."""
+    print(f"{prefix}: {error}", file=sys.stderr)
+    return 2 if isinstance(error, UsageError) else 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from acid_plugin.assets import COMPACTED
 from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
-from acid_plugin.params import IDENTIFIER, PARTITION
+from acid_plugin.params import PARTITION, table_params
 from airflow.sdk import Param, dag, task
 
 DOC_MD = """
@@ -35,8 +35,7 @@ With `wait` false the `acid_initiator` DAG runs it at its next poll.
     tags=["acid", "compaction"],
     doc_md=DOC_MD,
     params={
-        "database": Param("default", type="string", pattern=IDENTIFIER, description="Database name."),
-        "table": Param(None, type="string", pattern=IDENTIFIER, description="Table name."),
+        **table_params(),
         "partition": Param(None, type=["null", "string"], pattern=PARTITION,
                            description="Partition name, e.g. ds=2026-01-01/hr=3 (null for an unpartitioned table)."),
         "type": Param("major", type="string", enum=["major", "minor"], description="Compaction type."),

@@ -5,7 +5,7 @@ No work at import time: acid_core, acid_cli and the hook are imported inside the
 
 from __future__ import annotations
 
-from acid_plugin.params import IDENTIFIER
+from acid_plugin.params import table_params
 from airflow.sdk import Param, dag, task
 
 DOC_MD = """
@@ -34,8 +34,7 @@ DELTA_PCT = "compactorthreshold.hive.compactor.delta.pct.threshold"
     tags=["acid", "settings"],
     doc_md=DOC_MD,
     params={
-        "database": Param("default", type="string", pattern=IDENTIFIER, description="Database name."),
-        "table": Param(None, type="string", pattern=IDENTIFIER, description="Table name."),
+        **table_params(),
         "no_auto_compaction": Param("leave", type="string", enum=["leave", "true", "false", "clear"],
                                     description="Set NO_AUTO_COMPACTION to true/false, clear it, or leave it."),
         "delta_num_threshold": Param(None, type=["null", "integer"], minimum=0,

@@ -34,6 +34,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from acid_cli.output import report_error
 from acid_cli.platform.bootstrap import set_up
 from acid_cli.platform.processes import Child, rotate_log, start_child, stop_children, tail
 from acid_cli.platform.settings import (POOL, SPARK_MASTER, Settings, check_java, check_port, load_settings,
@@ -321,12 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         prepare_home(settings)
         lock = _lock_home(settings)
         check_java(platform_environment(settings))
-    except UsageError as exc:
-        print(f"make run: {exc}", file=sys.stderr)
-        return 2
     except AcidError as exc:
-        print(f"make run: {exc}", file=sys.stderr)
-        return 1
+        return report_error("make run", exc)
     try:
         return Launcher(settings).run()
     finally:

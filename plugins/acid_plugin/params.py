@@ -4,6 +4,8 @@ at parse time)."""
 import os
 from datetime import timedelta
 
+from airflow.sdk import Param
+
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # key=value pairs separated by "/": no "..", no leading "/", no quotes, spaces or other SQL punctuation.
 _PAIR = r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_:%+-]+(?:\.[A-Za-z0-9_:%+-]+)*"
@@ -24,3 +26,11 @@ def interval_from_env(name: str, default_seconds: int) -> timedelta:
     if not text.isdigit() or int(text) < 1:
         raise ValueError(f"environment variable {name}={text!r} must be a whole number of seconds >= 1")
     return timedelta(seconds=int(text))
+
+
+def table_params() -> dict[str, Param]:
+    """The `database` and `table` Params of the DAGs that act on one table (new objects for each DAG)."""
+    return {
+        "database": Param("default", type="string", pattern=IDENTIFIER, description="Database name."),
+        "table": Param(None, type="string", pattern=IDENTIFIER, description="Table name."),
+    }
