@@ -35,7 +35,7 @@ from typing import Callable, Optional
 
 from acid_cli.sql import run_script
 from acid_core.errors import AcidError
-from acid_core.fs import FileSystem
+from acid_core.locations import data_location
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore.locks import LockComponent, LockType
@@ -149,11 +149,11 @@ class DemoWriter:
                                 agent_info="demo writer")
             store.txns.add_components(txn, DATABASE, table, [name], operation)
             row_ids: list = []
-            fs, location = FileSystem.resolve(info.partition_location(name))
-            if operation is not Operation.INSERT and fs.exists(location):
+            where = data_location(info, name)
+            if operation is not Operation.INSERT:
                 snapshot = store.txns.snapshot([info.full_name], current_txn=txn)
-                row_ids = read_snapshot(location, write_ids=snapshot.write_ids[info.full_name], txns=snapshot.txns,
-                                        include_row_id=True).column("row__id").to_pylist()
+                row_ids = read_snapshot(where.path, write_ids=snapshot.write_ids[info.full_name], txns=snapshot.txns,
+                                        include_row_id=True, missing_ok=True, fs=where.fs).column("row__id").to_pylist()
             writer = EmbeddedWriter(info.location, columns=info.columns,
                                     partition_keys=[key.name for key in info.partition_keys])
             what = work(writer, write_id, row_ids, partition)

@@ -241,14 +241,29 @@ def put_scratch(fs: "FileSystem", scratch: LocalScratch, destination: str) -> No
         raise _wrap("write", destination, exc) from exc
 
 
-def ensure_inside(root: str, path: str) -> str:
-    """Normalise `path` and check it lies inside `root` (no `..` escapes).
+def _is_within(root: str, path: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def is_absolute_location(location: str) -> bool:
+    """A URI (`scheme://...`) or an absolute local path: the same directory whichever process resolves it."""
+    return "://" in location or posixpath.isabs(location)
+
+
+def ensure_inside(root: str, path: str, *, fs: FileSystem | None = None) -> str:
+    """Normalise `path` and check it lies inside `root`: no `..` escapes and, given a local `fs`, no symbolic link
+    leading out (both sides resolved to their real paths, so a root that is itself a link is fine).
 
     Raises:
         PathOutsideTableError: the path leaves the root.
     """
     root_norm = posixpath.normpath(root)
     path_norm = posixpath.normpath(path)
-    if path_norm != root_norm and not path_norm.startswith(root_norm.rstrip("/") + "/"):
+    if not _is_within(root_norm, path_norm):
         raise PathOutsideTableError(f"{path!r} is outside the table location {root!r}")
+    if fs is not None and isinstance(fs.arrow, pafs.LocalFileSystem):
+        real_root, real_path = os.path.realpath(root_norm), os.path.realpath(path_norm)
+        if not _is_within(real_root, real_path):
+            raise PathOutsideTableError(f"{path!r} is outside the table location {root!r}: it resolves to "
+                                        f"{real_path!r} through a symbolic link, outside {real_root!r}")
     return path_norm

@@ -15,7 +15,8 @@ from sqlalchemy.engine import Connection
 
 from acid_core.compaction.plan import is_leftover_of
 from acid_core.errors import AcidError, NoSuchTxnError, TxnStateError, UsageError
-from acid_core.fs import FileSystem, ensure_inside
+from acid_core.fs import ensure_inside
+from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.compactions import CompactionInfo, CompactionState, HistoryRetention
@@ -30,6 +31,7 @@ class HousekeepingReport:
     """What one housekeeping run changed, step by step."""
 
     timed_out_txns: tuple[int, ...] = ()
+    failed_compactions: tuple[int, ...] = ()
     reverted_compactions: tuple[int, ...] = ()
     aborted_compactor_txns: tuple[int, ...] = ()
     removed_directories: tuple[str, ...] = ()
@@ -42,13 +44,14 @@ class HousekeepingReport:
     @property
     def changed(self) -> bool:
         """Whether this run changed anything in the metastore or on the filesystem."""
-        return bool(self.timed_out_txns or self.reverted_compactions or self.aborted_compactor_txns
+        return bool(self.timed_out_txns or self.failed_compactions or self.reverted_compactions or self.aborted_compactor_txns
                     or self.removed_directories or self.expired_leases or self.purged_history
                     or self.removed_aborted_txns or self.removed_write_set_rows)
 
     def summary(self) -> str:
         """One line for a log."""
-        return (f"timed out {len(self.timed_out_txns)} transactions, reverted {len(self.reverted_compactions)} "
+        return (f"timed out {len(self.timed_out_txns)} transactions, failed {len(self.failed_compactions)} "
+                f"compactions whose compactor transaction aborted after they were compacted, reverted {len(self.reverted_compactions)} "
                 f"compactions (aborted {len(self.aborted_compactor_txns)} compactor transactions, removed "
                 f"{len(self.removed_directories)} hidden directories), expired {len(self.expired_leases)} reader "
                 f"leases, purged {self.purged_history} history entries, removed {len(self.removed_aborted_txns)} "
@@ -61,7 +64,8 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
               clean_empty_aborted: bool = True) -> HousekeepingReport:
     """Run every housekeeping step once, in Hive's order, and say what changed.
 
-    1. abort transactions (and release their locks) whose heartbeat is older than hive.txn.timeout;
+    1. abort transactions (and release their locks) whose heartbeat is older than hive.txn.timeout, then fail
+       `ready for cleaning` compactions whose compactor transaction so ended without committing;
     2. put `working` compactions older than `worker_timeout_ms` back to `initiated`, abort their compactor
        transactions if still open and remove their hidden result directories (`.<name>.tmp-c<id>`), nothing else;
     3. expire reader leases not heartbeated for `lease_timeout_ms`;
@@ -78,6 +82,7 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
             raise UsageError(f"{name} must be positive, got {value!r}: a zero timeout would take work away from "
                              "live workers and readers")
     timed_out = metastore.txns.perform_timeouts()
+    failed = metastore.compactions.fail_abandoned()
     reverted, aborted, removed, problems = _revert_dead_workers(metastore, worker_timeout_ms)
     expired = metastore.leases.expire(lease_timeout_ms)
     purged = metastore.compactions.purge_history(history)
@@ -85,7 +90,8 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
         if clean_empty_aborted else []
     write_set_rows = metastore.db.run("garbage-collect WRITE_SET", _collect_write_set)
     return HousekeepingReport(
-        timed_out_txns=tuple(timed_out), reverted_compactions=tuple(reverted), aborted_compactor_txns=tuple(aborted),
+        timed_out_txns=tuple(timed_out), failed_compactions=tuple(entry.id for entry in failed),
+        reverted_compactions=tuple(reverted), aborted_compactor_txns=tuple(aborted),
         removed_directories=tuple(removed), expired_leases=tuple(expired), purged_history=purged,
         removed_aborted_txns=tuple(removed_txns), removed_write_set_rows=write_set_rows, problems=tuple(problems))
 
@@ -120,14 +126,14 @@ def _remove_hidden_results(metastore: Metastore, entry: CompactionInfo) -> list[
     current = metastore.compactions.get(entry.id)
     if current is None or current.state is not CompactionState.INITIATED:
         return []
-    table = metastore.catalog.get_table(entry.database, entry.table)
-    fs, location = FileSystem.resolve(table.partition_location(entry.partition))
+    where = data_location(metastore.catalog.get_table(entry.database, entry.table), entry.partition)
+    fs, location = where.fs, where.path
     if not fs.exists(location):
         return []
     removed = []
     for child in fs.list_dir(location):
         if child.is_dir and is_leftover_of(child.name, entry.id):
-            fs.delete_dir(ensure_inside(location, child.path))
+            fs.delete_dir(ensure_inside(location, child.path, fs=fs))
             removed.append(child.path)
     return removed
 

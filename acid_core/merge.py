@@ -361,7 +361,7 @@ def _empty_result(names: Sequence[str], include_row_id: bool) -> pa.Table:
 def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, txns: ValidTxnList | None = None,
                   include_row_id: bool = False, order_by_row_id: bool = False, column_names: Sequence[str] | None = None,
                   max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, threads: int = 2,
-                  fs: FileSystem | None = None) -> pa.Table:
+                  missing_ok: bool = False, fs: FileSystem | None = None) -> pa.Table:
     """Rows of one partition (or unpartitioned table) directory under a snapshot.
 
     Args:
@@ -372,6 +372,8 @@ def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, t
         order_by_row_id: sort rows by row__id (otherwise they come in file order).
         column_names: names for the data columns (files written by Hive carry `_col0`...).
         max_delete_events_in_memory: above this many delete events, stream them in a sort-merge.
+        missing_ok: a directory that does not exist reads as no rows (a partition registered in the catalog before
+            anything was written to it); otherwise it is an error, as a mistyped path should be.
 
     Raises:
         AcidError: an unreadable directory, a corrupt file, or a snapshot the directory cannot serve.
@@ -379,7 +381,8 @@ def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, t
     if fs is None:
         fs, location = FileSystem.resolve(location)
     write_ids = write_ids if write_ids is not None else ValidWriteIdList()
-    state = get_acid_state(location, write_ids=write_ids, txns=txns, ignore_empty_files=True, fs=fs)
+    state = get_acid_state(location, write_ids=write_ids, txns=txns, ignore_empty_files=True, missing_ok=missing_ok,
+                           fs=fs)
     plan = plan_read(fs, state, write_ids)
     return read_plan(fs, plan, write_ids, include_row_id=include_row_id, order_by_row_id=order_by_row_id,
                      column_names=column_names, max_delete_events_in_memory=max_delete_events_in_memory,

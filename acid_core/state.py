@@ -7,7 +7,7 @@ The rules and their order are Hive's (hive-acid-reference.md section 2); comment
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from acid_core.errors import FileSystemError, LayoutError, NotEnoughHistoryError
 from acid_core.fs import FileEntry, FileSystem
@@ -98,16 +98,41 @@ def _list_files_recursively(fs: FileSystem, root: str, prefix: str, location: st
     return found
 
 
-def list_partition(fs: FileSystem, location: str) -> PartitionListing:
-    """List a partition directory once: ACID directories with their files, original files, original subdirectories.
+def _compacted_marker(fs: FileSystem, directory: str) -> bool:
+    """Whether a base without a `_v` suffix carries `_metadata_acid` saying it was compacted. A base removed while we
+    look (a cleaner finishing an obsolete one) reads as unmarked; if the snapshot then needs it, loading its files
+    fails loudly."""
+    path = fs.join(directory, METADATA_FILE)
+    try:
+        if not fs.exists(path):
+            return False
+        return _read_compacted_marker(fs, path)
+    except FileSystemError:
+        if fs.exists(path):
+            raise
+        return False
+
+
+def list_partition(fs: FileSystem, location: str, *, missing_ok: bool = False) -> PartitionListing:
+    """List a partition directory's entries (one listing; ACID directories are listed later, and only those the
+    snapshot reads), original files and original subdirectories.
+
+    `missing_ok` lists a directory that does not exist as empty (a partition registered before anything was
+    written to it); otherwise that is an error.
 
     Raises:
-        FileSystemError: the directory is missing or unreadable.
+        FileSystemError: the directory is missing (unless `missing_ok`) or unreadable.
         InvalidNameError: a directory carries an ACID prefix but a malformed name.
     """
     entries: list[ListedEntry] = []
     original_dir_files: list[FileEntry] = []
-    for entry in fs.list_dir(location):
+    try:
+        listed = fs.list_dir(location)
+    except FileSystemError:
+        if missing_ok and not fs.exists(location):
+            return PartitionListing(location, ())
+        raise
+    for entry in listed:
         if is_hidden(entry.name):
             continue
         if not entry.is_dir:
@@ -118,21 +143,53 @@ def list_partition(fs: FileSystem, location: str) -> PartitionListing:
             original_dir_files.extend(_list_files_recursively(fs, entry.path, entry.name, location))
             entries.append(ListedEntry(entry.name, True))
             continue
-        children = tuple(fs.list_dir(entry.path))
-        marker = isinstance(parsed, ParsedBase) and any(
-            child.name == METADATA_FILE and _read_compacted_marker(fs, child.path) for child in children)
-        size = sum(child.size for child in children if not child.is_dir and not is_hidden(child.name))
-        entries.append(ListedEntry(entry.name, True, size, children, marker))
+        marker = isinstance(parsed, ParsedBase) and parsed.visibility_txn_id == 0 and _compacted_marker(fs, entry.path)
+        entries.append(ListedEntry(entry.name, True, compacted_marker=marker))
     return PartitionListing(location, tuple(entries), tuple(original_dir_files))
 
 
+def with_files(fs: FileSystem, state: "DirectoryState") -> "DirectoryState":
+    """The state with the files of the directories it reads (base and deltas) listed, and only those: an obsolete or
+    aborted directory removed by a cleaner meanwhile is never touched.
+
+    Raises:
+        FileSystemError: a directory the snapshot reads does not exist (any more): its reader was not protected by
+            a transaction or a reader lease while a cleaner ran, or someone removed it by hand.
+    """
+    if state.listing is None:
+        return state
+    needed = {delta.name for delta in state.deltas} | ({state.base.name} if state.base else set())
+    entries = []
+    for entry in state.listing.entries:
+        if entry.name in needed and entry.is_dir and not entry.children:
+            path = fs.join(state.location, entry.name)
+            try:
+                children = tuple(fs.list_dir(path))
+            except FileSystemError as exc:
+                if fs.exists(path):
+                    raise
+                raise FileSystemError(f"directory {path!r}, which this snapshot reads, does not exist any more: it was "
+                                      "removed while the snapshot was open (a reader must hold a transaction or a "
+                                      "reader lease for the cleaner to keep what it reads)") from exc
+            size = sum(child.size for child in children if not child.is_dir and not is_hidden(child.name))
+            entry = ListedEntry(entry.name, True, size, children, entry.compacted_marker)
+        entries.append(entry)
+    return replace(state, listing=replace(state.listing, entries=tuple(entries)))
+
+
 def get_acid_state(location: str, *, write_ids: ValidWriteIdList, txns: ValidTxnList | None = None,
-                   ignore_empty_files: bool = False, fs: FileSystem | None = None) -> DirectoryState:
-    """List `location` and compute its directory state for the snapshot (see acid_state)."""
+                   ignore_empty_files: bool = False, missing_ok: bool = False,
+                   fs: FileSystem | None = None) -> DirectoryState:
+    """List `location`, compute its directory state for the snapshot (see acid_state) and list the files of the
+    directories it reads. `missing_ok`: a location that does not exist is an empty partition.
+
+    Cost: one listing of the partition, one per base or delta the snapshot reads (none of obsolete ones).
+    """
     if fs is None:
         fs, location = FileSystem.resolve(location)
-    return acid_state(list_partition(fs, location), write_ids=write_ids, txns=txns,
-                      ignore_empty_files=ignore_empty_files)
+    state = acid_state(list_partition(fs, location, missing_ok=missing_ok), write_ids=write_ids, txns=txns,
+                       ignore_empty_files=ignore_empty_files)
+    return with_files(fs, state)
 
 
 class _Walk:

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError, TxnStateError
 from acid_core.fs import FileSystem
+from acid_core.locations import data_location
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, side_file_name
 from acid_core.metastore import Metastore
 from acid_core.metastore.locks import LockComponent, LockType
@@ -72,9 +73,11 @@ class StreamingConnection:
         self.partition_name = self.table.partition_name(partition or {})
         if self.partition_name is not None:
             metastore.catalog.add_partition(database, table, partition)
-        location = self.table.partition_location(self.partition_name)
         if fs is None:
-            fs, location = FileSystem.resolve(location)
+            where = data_location(self.table, self.partition_name)
+            fs, location = where.fs, where.path
+        else:
+            location = self.table.partition_location(self.partition_name)
         self.fs, self.location = fs, location
         if not 1 <= batch_size <= metastore.txns.max_open_batch:
             raise AcidError(f"batch size {batch_size} must be in 1..{metastore.txns.max_open_batch}")

@@ -71,7 +71,7 @@ class EmbeddedWriter:
             raise InvalidRowError(f"partition {dict(partition or {})!r} must give exactly the keys "
                                   f"{list(self.partition_keys)} in that order")
         path = self.fs.join(self.location, partition_dir_name({k: None if v is None else str(v) for k, v in spec.items()}))
-        return ensure_inside(self.location, path)
+        return ensure_inside(self.location, path, fs=self.fs)
 
     def _bucket_of(self, row: tuple, writer_id: int) -> int:
         if not self.bucket_count:

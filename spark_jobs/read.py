@@ -34,9 +34,10 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, Dat
                                DoubleType, FloatType, IntegerType, LongType, MapType, ShortType, StringType,
                                StructField, StructType, TimestampNTZType)
 
-from acid_core.errors import AcidError, FileSystemError, MetastoreError, SchemaMismatchError
+from acid_core.errors import AcidError, MetastoreError, SchemaMismatchError
 from acid_core.fs import FileSystem
 from acid_core.layout import DEFAULT_PARTITION_NAME
+from acid_core.locations import data_location
 from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, ROW_ID_COLUMN, InsertSource, PartitionReader,
                              ReadPlan, plan_read, read_units, uses_sort_merge)
 from acid_core.metastore import Metastore
@@ -217,19 +218,20 @@ def _spec_text(value: object) -> str:
 
 
 def _selected_partitions(metastore: Metastore, table: TableInfo,
-                         partition: Mapping[str, object] | None) -> list[tuple[str, dict[str, str]]]:
-    """(location, spec) of every partition the read covers; a partial spec selects every partition matching it."""
+                         partition: Mapping[str, object] | None) -> list[tuple[str | None, dict[str, str]]]:
+    """(partition name, spec) of every partition the read covers; a partial spec selects every partition matching
+    it. An unpartitioned table is one partition named None."""
     if not table.partition_keys:
         if partition:
             raise MetastoreError(f"table {table.full_name} is not partitioned, got partition {dict(partition)!r}")
-        return [(table.location, {})]
+        return [(None, {})]
     keys = [k.name for k in table.partition_keys]
     wanted = {str(k).lower(): _spec_text(v) for k, v in (partition or {}).items()}
     unknown = sorted(set(wanted) - set(keys))
     if unknown:
         raise MetastoreError(f"partition {dict(partition)!r} of {table.full_name}: {unknown} are not partition keys "
                              f"(the keys are {keys})")
-    return [(p.location, p.spec) for p in metastore.catalog.list_partitions(table.database, table.name)
+    return [(p.name, p.spec) for p in metastore.catalog.list_partitions(table.database, table.name)
             if all(p.spec.get(key) == value for key, value in wanted.items())]
 
 
@@ -262,13 +264,12 @@ def plan_table_read(metastore: Metastore, database: str, table: str, *, partitio
     arrow_schema = to_arrow_schema(table_schema(info), timezone="UTC")
     partitions: list[PartitionRead] = []
     units: list[tuple[int, InsertSource, int | None]] = []
-    for location, spec in _selected_partitions(metastore, info, partition):
-        fs, path = FileSystem.resolve(location)
-        try:
-            state = get_acid_state(path, write_ids=write_ids, txns=snapshot.txns, ignore_empty_files=True, fs=fs)
-        except FileSystemError:
-            if fs.exists(path):
-                raise
+    for name, spec in _selected_partitions(metastore, info, partition):
+        where = data_location(info, name)
+        fs, location = where.fs, where.path
+        state = get_acid_state(location, write_ids=write_ids, txns=snapshot.txns, ignore_empty_files=True,
+                               missing_ok=True, fs=fs)
+        if state.listing is not None and not state.listing.entries:
             continue
         plan = plan_read(fs, state, write_ids)
         sort_merge = uses_sort_merge(fs, plan.deletes, max_delete_events_in_memory=max_delete_events_in_memory)

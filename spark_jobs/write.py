@@ -24,6 +24,7 @@ from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError
 from acid_core.fs import FileSystem
 from acid_core.layout import bucket_file_name, delta_dir_name, parse_partition_dir_name, partition_dir_name
+from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.locks import LockComponent, LockType
@@ -191,6 +192,8 @@ class _Write:
         """Publish staged directories, record the partitions written, commit."""
         store = self.metastore
         fs, _ = FileSystem.resolve(self.table.location)
+        for part in operations:
+            data_location(self.table, part or None)  # a partition directory leading out of the table is refused
         for staging, final in self.staged:
             fs.write_atomically(fs.join(staging, "_orc_acid_version"), b"2")
             fs.rename(staging, final)

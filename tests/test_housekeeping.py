@@ -13,6 +13,7 @@ from acid_core.metastore import schema as s
 from acid_core.metastore.compactions import CompactionState, CompactionType, HistoryRetention
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
+from queue_tables import ensure_table
 
 TXN_TIMEOUT_MS = 300_000
 
@@ -88,6 +89,7 @@ def test_write_set_rows_go_once_no_open_txn_can_conflict(ms):
 
 
 def _claimed_compaction(ms, partition: str, worker_id: str) -> tuple[int, int]:
+    ensure_table(ms, "default", "t", partition)
     compaction_id = ms.compactions.enqueue("default", "t", partition, CompactionType.MAJOR).compaction_id
     ms.compactions.claim(worker_id=worker_id, compaction_id=compaction_id)
     txn_id = ms.txns.open_txn(txn_type=TxnType.COMPACTION, agent_info=f"compactor {worker_id}")
@@ -157,6 +159,7 @@ def test_stale_reader_lease_expires_heartbeated_one_stays(ms, clock):
 
 def test_compaction_history_is_purged_to_the_retention(ms, clock):
     failed = []
+    ensure_table(ms, "default", "t", None)
     for attempt in range(4):
         compaction_id = ms.compactions.enqueue("default", "t", None, CompactionType.MINOR).compaction_id
         ms.compactions.mark_failed(compaction_id, f"attempt {attempt}")

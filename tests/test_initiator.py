@@ -225,7 +225,6 @@ def test_a_queued_compaction_skips_only_its_own_partition(ms):
     for _ in range(4):
         table.write(1, partition={"p": "a"})
         table.write(1, partition={"p": "b"})
-    ms.compactions.enqueue("default", "pt", None, MINOR)  # a table-level entry is not any partition's
     manual = ms.compactions.enqueue("default", "pt", "p=a", MINOR)
     decisions = decisions_by_table(run_initiator(ms, last_checked_ms=None, delta_num_threshold=3))
     assert decisions[("pt", "p=a")].reason == (f"compaction {manual.compaction_id} is already initiated "

@@ -13,9 +13,16 @@ from acid_core.metastore import Metastore
 from acid_core.metastore import schema
 from acid_core.metastore.compactions import (ABORTED_BY_REQUEST, CompactionState, CompactionType, HistoryRetention)
 from acid_core.metastore.txns import Operation, TxnType
+from queue_tables import creating_tables
 
 MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR
 S = CompactionState
+
+
+@pytest.fixture
+def ms(make_ms):
+    """The metastore, creating each table a test queues a compaction for (the queue refuses unknown tables)."""
+    return creating_tables(make_ms())
 
 
 def rows(ms: Metastore, table: sa.Table) -> list[dict]:
@@ -111,7 +118,36 @@ def test_duplicate_enqueue_of_an_unpartitioned_table(ms):
     second = ms.compactions.enqueue("default", "t", None, MAJOR)
     assert first.accepted and not second.accepted
     assert second.message == f"Compaction is already scheduled with state='initiated' and id={first.compaction_id}"
-    assert ms.compactions.enqueue("default", "t", "p=1", MAJOR).accepted
+    assert ms.compactions.enqueue("default", "u", None, MAJOR).accepted
+
+
+@pytest.mark.parametrize("database, table, partition, message", [
+    ("default", "parted", "ds=b/../../../outside/x", "partition 'ds=b/../../../outside/x' of default.parted is not valid"),
+    ("default", "parted", "../x", "partition '../x' of default.parted is not valid"),
+    ("default", "parted", "ds=b/", "partition 'ds=b/' of default.parted is not valid"),
+    ("default", "parted", "/ds=b", "partition '/ds=b' of default.parted is not valid"),
+    ("default", "parted", "other=b", "partition 'other=b' of default.parted is not valid"),
+    ("default", "parted", "ds=a/b", "partition 'ds=a/b' of default.parted is not valid"),
+    ("default", "parted", "ds=a:b", "partition 'ds=a:b' of default.parted is not valid"),
+    ("default", "parted", None, "cannot compact default.parted as a whole: it is partitioned by ['ds']"),
+    ("default", "flat", "ds=b", "table default.flat is not partitioned, got partition 'ds=b'"),
+    ("default", "nosuch", None, "table default.nosuch does not exist"),
+    ("default", "plain", None, "table default.plain is not a full ACID table"),
+    ("default", "t; DROP TABLE x", None, "table name 't; DROP TABLE x' is not valid"),
+    ("../etc", "parted", None, "database name '../etc' is not valid"),
+])
+def test_enqueue_refuses_what_is_not_a_partition_of_an_acid_table(make_ms, database, table, partition, message):
+    """The queue's own API checks names against the catalog: no client can queue a path outside a table."""
+    store = make_ms()
+    store.catalog.create_table("default", "parted", [("id", "int")], partition_keys=[("ds", "string")],
+                               params={"transactional": "true"})
+    store.catalog.create_table("default", "flat", [("id", "int")], params={"transactional": "true"})
+    store.catalog.create_table("default", "plain", [("id", "int")])
+    with pytest.raises(MetastoreError) as caught:
+        store.compactions.enqueue(database, table, partition, MAJOR)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert store.compactions.show() == []
 
 
 def test_enqueue_refused_while_ready_for_cleaning_at_the_same_high_watermark(ms):

@@ -17,6 +17,7 @@ from acid_core.errors import WriteConflictError
 from acid_core.metastore import Metastore
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
+from queue_tables import ensure_table
 
 CONTEXT = multiprocessing.get_context("spawn")
 WAIT_SECONDS = 60
@@ -139,6 +140,7 @@ def _claim_until_empty(url: str, warehouse: str, barrier, worker: str) -> list[i
 def test_each_queued_compaction_is_claimed_by_exactly_one_worker(ms, tmp_path):
     from acid_core.metastore.compactions import CompactionType
 
+    ensure_table(ms, "default", "t", "p=0")
     queued = [ms.compactions.enqueue("default", "t", f"p={i}", CompactionType.MAJOR).compaction_id for i in range(60)]
     barrier = CONTEXT.Barrier(PROCESSES)
     results = run_processes(_claim_until_empty, [(ms.url, str(tmp_path / "warehouse"), barrier, f"worker-{i}")
@@ -164,6 +166,7 @@ def _enqueue_same_partition(url: str, warehouse: str, barrier) -> tuple[bool, in
 
 def test_concurrent_enqueues_of_one_partition_accept_exactly_one(ms, tmp_path):
     barrier = CONTEXT.Barrier(PROCESSES)
+    ensure_table(ms, "default", "t", "p=1")
     results = run_processes(_enqueue_same_partition, [(ms.url, str(tmp_path / "warehouse"), barrier)] * PROCESSES)
     accepted = [result for result in results if result[0]]
     assert len(accepted) == 1

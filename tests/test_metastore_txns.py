@@ -16,6 +16,7 @@ from acid_core.metastore.compactions import CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
 from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
+from queue_tables import ensure_table
 
 TIMEOUT_MS = 10_000
 
@@ -423,6 +424,7 @@ def test_compactor_commit_stamps_next_txn_id_and_commit_time(ms, clock):
     writer = ms.txns.open_txn()
     write(ms, writer, "p=1", Operation.INSERT)
     ms.txns.commit(writer)
+    ensure_table(ms, "default", "t", "p=1")
     compaction_id = ms.compactions.enqueue("default", "t", "p=1", CompactionType.MAJOR).compaction_id
     ms.compactions.claim(worker_id="w-1")
     compactor = ms.txns.open_txn(txn_type=TxnType.COMPACTION)
@@ -441,6 +443,7 @@ def test_compactor_commit_stamps_next_txn_id_and_commit_time(ms, clock):
 
 
 def test_an_ordinary_commit_does_not_stamp_the_queue(ms):
+    ensure_table(ms, "default", "t", None)
     compaction_id = ms.compactions.enqueue("default", "t", None, CompactionType.MINOR).compaction_id
     ms.compactions.claim(worker_id="w-1")
     ordinary = ms.txns.open_txn()

@@ -10,6 +10,7 @@ from acid_core.errors import MetastoreError, NoSuchObjectError
 from acid_core.metastore.compactions import CompactionInfo, CompactionState, CompactionType
 from acid_core.metastore.locks import LOCK_ACQUIRED, LockType
 from acid_core.metastore.txns import TXN_OPEN
+from acid_core.locations import data_location
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidWriteIdList
 
@@ -124,7 +125,8 @@ def _partitions_to_compact(session: Session, database: str, table) -> list[str]:
     names = []
     everything = ValidWriteIdList.parse(f"{table.full_name}:9223372036854775807:9223372036854775807::")
     for partition in session.metastore.catalog.list_partitions(database, table.name):
-        state = get_acid_state(partition.location, write_ids=everything)
+        where = data_location(table, partition.name)
+        state = get_acid_state(where.path, write_ids=everything, missing_ok=True, fs=where.fs)
         if len(state.deltas) + (1 if state.base else 0) > 1 or state.original_files:
             names.append(partition.name)
     return names

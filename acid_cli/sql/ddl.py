@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import time
 
 from acid_cli.hiveql import ast
 from acid_cli.sql.session import Session, result
 from acid_core.errors import FileSystemError, MetastoreError
-from acid_core.fs import FileSystem
+from acid_core.fs import FileSystem, is_absolute_location
 from acid_core.metastore.catalog import check_identifier
 from acid_core.metastore.locks import LockComponent, LockType
 
@@ -47,8 +48,16 @@ def validate_properties(properties: dict[str, str], *, current: dict[str, str] |
     return properties
 
 
+def _qualified(location: str | None) -> str | None:
+    """A relative LOCATION made absolute against this client's working directory once, at CREATE time (as Hive and
+    Spark qualify one against the filesystem's working directory), so the catalog never stores a relative path."""
+    if location is None or is_absolute_location(location):
+        return location
+    return os.path.abspath(location)
+
+
 def create_database(session: Session, statement: ast.CreateDatabase) -> None:
-    info = session.metastore.catalog.create_database(statement.name, location=statement.location,
+    info = session.metastore.catalog.create_database(statement.name, location=_qualified(statement.location),
                                                      description=statement.comment,
                                                      params=dict(statement.properties) or None,
                                                      if_not_exists=statement.if_not_exists)
@@ -104,7 +113,7 @@ def create_table(session: Session, statement: ast.CreateTable) -> None:
     table = catalog.create_table(
         database, name, [(c.name, c.type) for c in statement.columns],
         partition_keys=[(c.name, c.type) for c in statement.partition_columns], bucket_columns=statement.bucket_columns,
-        num_buckets=statement.buckets, location=statement.location, params=properties, comment=statement.comment,
+        num_buckets=statement.buckets, location=_qualified(statement.location), params=properties, comment=statement.comment,
         if_not_exists=statement.if_not_exists)
     if not existed:
         try:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from acid_core.errors import AcidError, CompactionStateError, NoSuchObjectError, PathOutsideTableError, UsageError
-from acid_core.fs import FileSystem, ensure_inside
+from acid_core.fs import FileSystem, ensure_inside, is_absolute_location
+from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import (CLEANER_MAX_ATTEMPTS, CLEANER_RETRY_RETENTION_MS, CompactionInfo,
                                              CompactionState)
@@ -62,8 +63,20 @@ def clean(metastore: Metastore, *, dry_run: bool = False, retention_ms: int = 0,
             before the next try (hive.compactor.cleaner.retry.retention.time) and is marked failed when a retry
             fails after `max_attempts` retries (hive.compactor.cleaner.retry.maxattempts).
         log: called with one line per action and per path.
+
+    Entries whose compactor transaction aborted after they were marked ready for cleaning are failed first (see
+    CompactionQueue.fail_abandoned), so they cannot hold back the cleaning of their partition.
+
+    Raises:
+        UsageError: `trash_dir` is relative or has a `..` component.
     """
+    if trash_dir is not None:
+        _check_trash_dir(trash_dir)
     run_id = f"{metastore.db.clock.now_ms()}-{uuid.uuid4().hex[:8]}"
+    if not dry_run:
+        for entry in metastore.compactions.fail_abandoned():
+            log(f"compaction {entry.id} ({_where(entry)}): failed: its compactor transaction {entry.txn_id} aborted "
+                "after it was marked ready for cleaning; later compactions of the partition are cleaned instead")
     results = []
     for entry in metastore.compactions.ready_to_clean(retention_ms=retention_ms):
         try:
@@ -75,6 +88,22 @@ def clean(metastore: Metastore, *, dry_run: bool = False, retention_ms: int = 0,
             + (f": {result.message}" if result.message else ""))
         results.append(result)
     return results
+
+
+def _check_trash_dir(trash_dir: str) -> None:
+    """A trash directory must be absolute (a relative one would land under whatever directory the cleaner runs in)
+    and free of `..` components.
+
+    Raises:
+        UsageError: it is not.
+    """
+    if not isinstance(trash_dir, str) or not trash_dir.strip():
+        raise UsageError(f"trash directory {trash_dir!r} is empty: give an absolute path or URI")
+    if not is_absolute_location(trash_dir):
+        raise UsageError(f"trash directory {trash_dir!r} is relative: give an absolute path or URI, outside every "
+                         "table location")
+    if ".." in trash_dir.split("://", 1)[-1].split("/"):
+        raise UsageError(f"trash directory {trash_dir!r} has a '..' component: give it without one")
 
 
 def _record_error(metastore: Metastore, entry: CompactionInfo, error: str, *, dry_run: bool,
@@ -124,8 +153,8 @@ def _clean_entry(metastore: Metastore, entry: CompactionInfo, *, dry_run: bool, 
             return result("skipped", message=f"{NO_CLEANUP_MESSAGE}; the queue cannot refuse it: {exc}")
         return result("refused", message=NO_CLEANUP_MESSAGE)
 
-    fs, table_root = FileSystem.resolve(table.location)
-    location = ensure_inside(table_root, fs.join(table_root, entry.partition) if entry.partition else table_root)
+    where = data_location(table, entry.partition)
+    fs, table_root, location = where.fs, where.table_root, where.path
     if not fs.exists(location):
         if not dry_run:
             queue.mark_cleaned(entry.id)

@@ -23,6 +23,7 @@ from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import DatabaseInfo, TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.txns import TXN_ABORTED, full_table_name
+from acid_core.locations import data_location
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList
 
@@ -283,7 +284,8 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
         return Decision(candidate, CompactionType.MINOR,
                         f"an aborted transaction started at {candidate.oldest_abort_ms} is older than "
                         "aborted.txn.time.threshold")
-    state = get_acid_state(table.partition_location(candidate.partition), write_ids=reads.write_ids(table))
+    where = data_location(table, candidate.partition)
+    state = get_acid_state(where.path, write_ids=reads.write_ids(table), missing_ok=True, fs=where.fs)
     compaction_type, reason = _compaction_type(table, state, delta_num_threshold=delta_num_threshold,
                                                delta_pct_threshold=delta_pct_threshold)
     return Decision(candidate, compaction_type, reason)

@@ -20,6 +20,7 @@ from acid_core.compaction.plan import CompactionPlan, build_plan, enough_to_comp
 from acid_core.errors import AcidError, CompactionStateError
 from acid_core.fs import FileSystem
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION
+from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionInfo, CompactionState, CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
@@ -99,16 +100,16 @@ class CompactionWorker:
     def _compact(self, info: CompactionInfo, txn_id: int) -> Outcome:
         store = self.metastore
         table = store.catalog.require_transactional(info.database, info.table)
-        location = table.partition_location(info.partition)
+        where = data_location(table, info.partition)
+        fs, location = where.fs, where.path
         store.locks.acquire([LockComponent(info.database, info.table, info.partition, LockType.SHARED_READ)],
                             txn_id=txn_id, timeout_ms=self.lock_timeout_ms, agent_info=f"compaction {info.id}")
         name = full_table_name(info.database, info.table)
         snapshot = store.txns.snapshot([name], current_txn=txn_id)
         write_ids = ValidCompactorWriteIdList.from_reader(snapshot.write_ids[name])
         store.compactions.set_compactor_txn(info.id, txn_id, write_ids.high_watermark)
-        fs, location = FileSystem.resolve(location)
         self._remove_leftovers(fs, location, info.id)
-        state = get_acid_state(location, write_ids=write_ids, txns=snapshot.txns, fs=fs)
+        state = get_acid_state(location, write_ids=write_ids, txns=snapshot.txns, missing_ok=True, fs=fs)
         if not enough_to_compact(state, info.type):
             if state.obsolete or state.aborted:
                 store.compactions.mark_compacted(info.id)  # nothing to merge, but the cleaner has work
@@ -151,8 +152,8 @@ class CompactionWorker:
             except AcidError:
                 pass
         try:
-            table = store.catalog.get_table(info.database, info.table)
-            fs, location = FileSystem.resolve(table.partition_location(info.partition))
+            where = data_location(store.catalog.get_table(info.database, info.table), info.partition)
+            fs, location = where.fs, where.path
             self._remove_leftovers(fs, location, info.id)
             if txn_id is not None and fs.exists(location):
                 for entry in fs.list_dir(location):

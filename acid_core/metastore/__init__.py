@@ -19,7 +19,8 @@ from acid_core.metastore.txns import DEFAULT_MAX_OPEN_BATCH, DEFAULT_TXN_TIMEOUT
 def default_warehouse(acid_home: str | None = None) -> str:
     """`ACID_WAREHOUSE`, else `<ACID_HOME>/warehouse` (ACID_HOME defaults to `.acid-home`)."""
     if os.environ.get("ACID_WAREHOUSE"):
-        return os.environ["ACID_WAREHOUSE"]
+        location = os.environ["ACID_WAREHOUSE"]
+        return location if "://" in location else os.path.abspath(location)
     return str(Path(acid_home or os.environ.get("ACID_HOME", ".acid-home")).resolve() / "warehouse")
 
 
@@ -32,9 +33,9 @@ class Metastore:
         self.db = Database(url or default_url(), clock=clock, identity=identity, pool_size=pool_size)
         self.txns = TxnStore(self.db, txn_timeout_ms=txn_timeout_ms, max_open_batch=max_open_batch)
         self.locks = LockManager(self.db, self.txns)
-        self.compactions = CompactionQueue(self.db)
-        self.leases = ReaderLeases(self.db, self.txns)
         self.catalog = Catalog(self.db, warehouse or default_warehouse())
+        self.compactions = CompactionQueue(self.db, self.catalog)
+        self.leases = ReaderLeases(self.db, self.txns)
 
     @property
     def url(self) -> str:

@@ -16,8 +16,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from acid_core.errors import (AlreadyExistsError, DuplicateKeyError, MetastoreError, NoSuchObjectError,
-                              NotTransactionalError)
+from acid_core.errors import (AlreadyExistsError, DuplicateKeyError, InvalidNameError, MetastoreError,
+                              NoSuchObjectError, NotTransactionalError)
+from acid_core.fs import is_absolute_location
 from acid_core.layout import parse_partition_dir_name, partition_dir_name
 from acid_core.metastore import schema as s
 from acid_core.metastore.engine import Database
@@ -37,6 +38,19 @@ def check_identifier(name: str, what: str) -> str:
         raise MetastoreError(f"{what} name {name!r} is not valid: use letters, digits and underscores "
                              "(starting with a letter or underscore), at most 128 characters")
     return name.lower()
+
+
+def _absolute_location(location: str, what: str) -> str:
+    """The location, which must be absolute: a relative one would be resolved against each client's working directory,
+    so writers, compactors and cleaners started in different places would each see a different table.
+
+    Raises:
+        MetastoreError: the location is relative.
+    """
+    if not is_absolute_location(location):
+        raise MetastoreError(f"{what}: location {location!r} is relative; give an absolute path or a URI "
+                             "(e.g. /data/warehouse/t or hdfs://namenode/warehouse/t)")
+    return location.rstrip("/") if len(location) > 1 and not location.endswith("://") else location
 
 
 def _param(params: Mapping[str, str], key: str) -> str | None:
@@ -122,8 +136,31 @@ class TableInfo:
                 raise MetastoreError(f"partition spec for {self.full_name}: key {key!r} has an empty value")
         return partition_dir_name({key: str(given[key]) for key in keys})
 
+    def check_partition_name(self, partition_name: str) -> str:
+        """`partition_name` if it names a partition of this table in the canonical `k1=v1/k2=v2` form.
+
+        Raises:
+            MetastoreError: the table is not partitioned, or the name is not `key=value` components giving exactly
+                the table's partition keys in order, escaped as Hive escapes them (so it can never leave the table).
+        """
+        keys = [key.name for key in self.partition_keys]
+        if not keys:
+            raise MetastoreError(f"table {self.full_name} is not partitioned, got partition {partition_name!r}")
+        try:
+            spec = parse_partition_dir_name(partition_name) if isinstance(partition_name, str) else None
+        except InvalidNameError as exc:
+            raise MetastoreError(f"partition {partition_name!r} of {self.full_name} is not valid: {exc}") from None
+        if spec is None or list(spec) != keys or partition_dir_name(spec) != partition_name:
+            raise MetastoreError(f"partition {partition_name!r} of {self.full_name} is not valid: give "
+                                 f"{'/'.join(f'{key}=<value>' for key in keys)} with the keys in that order and "
+                                 "values escaped as Hive escapes them")
+        return partition_name
+
     def partition_location(self, partition_name: str | None) -> str:
-        return self.location if partition_name is None else posixpath.join(self.location, partition_name)
+        """The directory of a partition (checked with `check_partition_name`), or the table's for None."""
+        if partition_name is None:
+            return self.location
+        return posixpath.join(self.location, self.check_partition_name(partition_name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +202,9 @@ class Catalog:
                 if if_not_exists:
                     return self._database(conn, row)
                 raise AlreadyExistsError(f"database {name!r} already exists")
+            where = _absolute_location(location or self.default_database_location(name), f"database {name}")
             db_id = self._next(conn, "DBS")
-            conn.execute(s.dbs.insert().values(DB_ID=db_id, NAME=name,
-                                               DB_LOCATION_URI=location or self.default_database_location(name),
+            conn.execute(s.dbs.insert().values(DB_ID=db_id, NAME=name, DB_LOCATION_URI=where,
                                                DESC=description, CREATE_TIME=self.db.clock.now_ms()))
             if params:
                 conn.execute(s.database_params.insert(), [{"DB_ID": db_id, "PARAM_KEY": str(k), "PARAM_VALUE": str(v)}
@@ -293,8 +330,9 @@ class Catalog:
                 if if_not_exists:
                     return self._table(conn, database, name)
                 raise AlreadyExistsError(f"table {database}.{name} already exists")
+            where = _absolute_location(location or posixpath.join(db_row.DB_LOCATION_URI, name),
+                                       f"table {database}.{name}")
             table_id = self._next(conn, "TBLS")
-            where = location or posixpath.join(db_row.DB_LOCATION_URI, name)
             conn.execute(s.tbls.insert().values(TBL_ID=table_id, DB_ID=db_row.DB_ID, TBL_NAME=name, LOCATION=where,
                                                 NUM_BUCKETS=num_buckets if buckets else -1,
                                                 OWNER=self.db.identity.user, COMMENT=comment,
@@ -351,7 +389,13 @@ class Catalog:
         Raises:
             NoSuchObjectError: unknown; NotTransactionalError: not 'transactional'='true' (or insert-only).
         """
-        table = self.get_table(database, name)
+        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+        return self.db.run(f"read table {database}.{name}",
+                           lambda conn: self.require_transactional_in(conn, database, name), write=False)
+
+    def require_transactional_in(self, conn: Connection, database: str, name: str) -> TableInfo:
+        """`require_transactional` inside the caller's database transaction (same errors)."""
+        table = self._table(conn, check_identifier(database, "database"), check_identifier(name, "table"))
         if not table.is_transactional:
             raise NotTransactionalError(f"table {table.full_name} is not a full ACID table: it needs TBLPROPERTIES "
                                         "('transactional'='true') and must not be insert-only")

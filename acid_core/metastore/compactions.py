@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 
 from acid_core.errors import CompactionStateError, MetastoreError
 from acid_core.metastore import schema as s
+from acid_core.metastore.catalog import Catalog, check_identifier
 from acid_core.metastore.engine import Database
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation
 from acid_core.validity import ValidTxnList
@@ -175,8 +176,9 @@ class HistoryRetention:
 class CompactionQueue:
     """Enqueue, claim, complete and clean compactions."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, catalog: Catalog) -> None:
         self.db = db
+        self.catalog = catalog
 
     def _next_id(self, conn: Connection) -> int:
         return conn.execute(s.next_compaction_queue_id.update()
@@ -186,12 +188,24 @@ class CompactionQueue:
     def enqueue(self, database: str, table: str, partition: str | None, compaction_type: CompactionType, *,
                 initiator_id: str | None = None, initiator_version: str | None = None, pool: str | None = None,
                 properties: Mapping[str, str] | None = None, run_as: str | None = None) -> EnqueueResult:
-        """Queue a compaction unless one for the same partition is already initiated or working (Hive's compact())."""
-        database, table = database.lower(), table.lower()
+        """Queue a compaction unless one for the same partition is already initiated or working (Hive's compact()).
+
+        Raises:
+            MetastoreError: the names are not identifiers, the partition is missing for a partitioned table, given
+                for an unpartitioned one, or not a canonical `k=v/...` name of the table's keys.
+            NoSuchObjectError, NotTransactionalError: the table does not exist or is not a full ACID table.
+        """
+        database, table = check_identifier(database, "database"), check_identifier(table, "table")
         cq = s.compaction_queue.c
         now = self.db.clock.now_ms()
 
         def enqueue_(conn: Connection) -> EnqueueResult:
+            info = self.catalog.require_transactional_in(conn, database, table)
+            if partition is not None:
+                info.check_partition_name(partition)
+            elif info.partition_keys:
+                raise MetastoreError(f"cannot compact {info.full_name} as a whole: it is partitioned by "
+                                     f"{[key.name for key in info.partition_keys]}; name one partition")
             if self.db.dialect == "postgresql":  # Hive's CompactionScheduler mutex
                 conn.execute(sa.select(s.next_compaction_queue_id.c.NCQ_NEXT).with_for_update()).all()
             same = (cq.CQ_PARTITION == partition) if partition is not None else cq.CQ_PARTITION.is_(None)
@@ -297,9 +311,24 @@ class CompactionQueue:
         self.db.run(f"attach transaction {txn_id} to compaction {compaction_id}", set_)
 
     def mark_compacted(self, compaction_id: int) -> None:
-        """working -> ready for cleaning."""
+        """working -> ready for cleaning, only while its compactor transaction is still open.
+
+        The transaction's row is locked first (PostgreSQL), so a concurrent time-out either aborts it before (and this
+        refuses) or after this change (and `fail_abandoned` finds the entry): no entry is left ready for cleaning with
+        a transaction that can never commit.
+
+        Raises:
+            CompactionStateError: the entry is not working, or its compactor transaction is no longer open.
+        """
         def mark(conn: Connection) -> None:
-            self._require(conn, compaction_id, [CompactionState.WORKING], "mark compacted")
+            info = self._require(conn, compaction_id, [CompactionState.WORKING], "mark compacted")
+            if info.txn_id is not None:
+                query = sa.select(s.txns.c.TXN_STATE).where(s.txns.c.TXN_ID == info.txn_id)
+                if self.db.dialect == "postgresql":
+                    query = query.with_for_update()
+                if conn.execute(query).scalar_one_or_none() != TXN_OPEN:
+                    raise CompactionStateError(f"cannot mark compaction {compaction_id} compacted: its compactor "
+                                               f"transaction {info.txn_id} is no longer open (aborted or timed out)")
             conn.execute(s.compaction_queue.update().where(s.compaction_queue.c.CQ_ID == compaction_id)
                          .values(CQ_STATE=CompactionState.READY_FOR_CLEANING.value))
 
@@ -329,6 +358,38 @@ class CompactionQueue:
                 conn.execute(s.txn_components.delete().where(*same_tc))
 
         self.db.run(f"mark compaction {compaction_id} cleaned", mark)
+
+    def fail_abandoned(self) -> list[CompactionInfo]:
+        """Fail `ready for cleaning` entries whose compactor transaction ended without committing (Hive 4 fails them too).
+
+        A worker that dies between marking its compaction compacted and committing leaves such an entry; once the
+        transaction is aborted (hive.txn.timeout, ABORT TRANSACTIONS) it can never commit, its `_v<txn>` output is
+        invisible and is removed as aborted by the cleaning of a later compaction, and the entry, left as it was,
+        would hold back the cleaning of every later compaction of its partition. Each move is a compare-and-swap
+        that re-checks, in the same statement, that the transaction is not open and never committed.
+        Returns the entries moved to history as failed.
+        """
+        cq, t = s.compaction_queue.c, s.txns.c
+
+        def fail(conn: Connection) -> list[CompactionInfo]:
+            still_open = sa.exists().where(t.TXN_ID == cq.CQ_TXN_ID, t.TXN_STATE == TXN_OPEN)
+            abandoned = (cq.CQ_STATE == CompactionState.READY_FOR_CLEANING.value, cq.CQ_TXN_ID.is_not(None),
+                         cq.CQ_NEXT_TXN_ID.is_(None), ~still_open)
+            failed = []
+            for compaction_id in conn.execute(sa.select(cq.CQ_ID).where(*abandoned).order_by(cq.CQ_ID)).scalars().all():
+                row = conn.execute(s.compaction_queue.update().where(cq.CQ_ID == compaction_id, *abandoned)
+                                   .values(CQ_STATE=cq.CQ_STATE).returning(*s.compaction_queue.c)).first()
+                if row is None:
+                    continue
+                info = _from_queue(row)
+                self._to_history(conn, info, CompactionState.FAILED,
+                                 f"compactor transaction {info.txn_id} ended without committing after the compaction "
+                                 "was marked ready for cleaning (its worker died or timed out); its output is "
+                                 "invisible and is removed as aborted")
+                failed.append(info)
+            return failed
+
+        return self.db.run("fail compactions whose compactor transaction aborted", fail)
 
     def mark_failed(self, compaction_id: int, message: str) -> None:
         """initiated / working / ready for cleaning -> history failed, with the error."""
