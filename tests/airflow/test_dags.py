@@ -93,7 +93,10 @@ def test_housekeeping_dag_honours_txn_timeout_and_history_params(acid_connection
 
     from acid_core.metastore.compactions import CompactionType
 
+    from queue_tables import ensure_table
+
     ms = make_ms()
+    ensure_table(ms, "default", "t", None)
     open_txn = ms.txns.open_txn()
     ms.txns.allocate_write_ids([open_txn], "default", "t")
     done = []
