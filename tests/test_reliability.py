@@ -101,13 +101,19 @@ def test_a_worker_killed_after_marking_compacted_does_not_block_cleaning(make_ms
     assert table.rows() == [(1, "a"), (2, "b"), (3, "c")]
 
 
+def _claimed_with_compactor_txn(store: Metastore, high_watermark: int = 0) -> tuple[int, int]:
+    """A MAJOR of default.t claimed by a worker that opened and recorded its compactor transaction."""
+    compaction_id = store.compactions.enqueue("default", "t", None, MAJOR).compaction_id
+    store.compactions.claim(worker_id="w", compaction_id=compaction_id)
+    txn_id = store.txns.open_txn(txn_type=TxnType.COMPACTION)
+    store.compactions.set_compactor_txn(compaction_id, txn_id, high_watermark)
+    return compaction_id, txn_id
+
+
 def test_an_entry_whose_compactor_transaction_was_aborted_by_hand_is_failed_by_the_cleaner(ms):
     table = Table(ms, "t")
     table.write([(1, "a")])
-    compaction_id = ms.compactions.enqueue("default", "t", None, MAJOR).compaction_id
-    ms.compactions.claim(worker_id="w", compaction_id=compaction_id)
-    txn_id = ms.txns.open_txn(txn_type=TxnType.COMPACTION)
-    ms.compactions.set_compactor_txn(compaction_id, txn_id, 1)
+    compaction_id, txn_id = _claimed_with_compactor_txn(ms, 1)
     ms.compactions.mark_compacted(compaction_id)
     ms.txns.abort_txns([txn_id])  # ABORT TRANSACTIONS
     lines: list[str] = []
@@ -119,10 +125,7 @@ def test_an_entry_whose_compactor_transaction_was_aborted_by_hand_is_failed_by_t
 
 def test_mark_compacted_refuses_once_the_compactor_transaction_aborted(ms):
     Table(ms, "t")
-    compaction_id = ms.compactions.enqueue("default", "t", None, MAJOR).compaction_id
-    ms.compactions.claim(worker_id="w", compaction_id=compaction_id)
-    txn_id = ms.txns.open_txn(txn_type=TxnType.COMPACTION)
-    ms.compactions.set_compactor_txn(compaction_id, txn_id, 0)
+    compaction_id, txn_id = _claimed_with_compactor_txn(ms)
     ms.txns.abort(txn_id)
     with pytest.raises(CompactionStateError, match=f"compactor transaction {txn_id} is no longer open"):
         ms.compactions.mark_compacted(compaction_id)
@@ -333,10 +336,7 @@ def test_a_registered_partition_without_a_directory_reads_empty_and_compacts_as_
 def test_housekeeping_counts_what_it_failed_in_its_summary(make_ms):
     store = _real_clock_store(make_ms, txn_timeout_ms=1)
     Table(store, "t")
-    compaction_id = store.compactions.enqueue("default", "t", None, MAJOR).compaction_id
-    store.compactions.claim(worker_id="w", compaction_id=compaction_id)
-    txn_id = store.txns.open_txn(txn_type=TxnType.COMPACTION)
-    store.compactions.set_compactor_txn(compaction_id, txn_id, 0)
+    compaction_id, _ = _claimed_with_compactor_txn(store)
     store.compactions.mark_compacted(compaction_id)
     time.sleep(0.05)
     report = housekeep(store)
