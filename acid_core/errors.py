@@ -47,6 +47,10 @@ class FileSystemError(AcidError):
     """A filesystem operation failed (the path and the cause are in the message)."""
 
 
+class DirectoryVanishedError(FileSystemError):
+    """A directory a snapshot reads was removed while the snapshot was being read (its reader was not protected)."""
+
+
 class PathOutsideTableError(AcidError):
     """A path resolves outside the table location it must stay in."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from acid_core.errors import FileSystemError, LayoutError, NotEnoughHistoryError
+from acid_core.errors import DirectoryVanishedError, FileSystemError, LayoutError, NotEnoughHistoryError
 from acid_core.fs import FileEntry, FileSystem
 from acid_core.layout import (ParsedBase, ParsedDelta, METADATA_FILE, is_hidden, parse_directory)
 from acid_core.validity import RangeResponse, ValidTxnList, ValidWriteIdList
@@ -153,7 +153,7 @@ def with_files(fs: FileSystem, state: "DirectoryState") -> "DirectoryState":
     aborted directory removed by a cleaner meanwhile is never touched.
 
     Raises:
-        FileSystemError: a directory the snapshot reads does not exist (any more): its reader was not protected by
+        DirectoryVanishedError: a directory the snapshot reads does not exist (any more): its reader was not protected by
             a transaction or a reader lease while a cleaner ran, or someone removed it by hand.
     """
     if state.listing is None:
@@ -168,7 +168,7 @@ def with_files(fs: FileSystem, state: "DirectoryState") -> "DirectoryState":
             except FileSystemError as exc:
                 if fs.exists(path):
                     raise
-                raise FileSystemError(f"directory {path!r}, which this snapshot reads, does not exist any more: it was "
+                raise DirectoryVanishedError(f"directory {path!r}, which this snapshot reads, does not exist any more: it was "
                                       "removed while the snapshot was open (a reader must hold a transaction or a "
                                       "reader lease for the cleaner to keep what it reads)") from exc
             size = sum(child.size for child in children if not child.is_dir and not is_hidden(child.name))

@@ -358,3 +358,28 @@ def test_one_poll_reads_each_table_once_and_lists_only_the_written_partitions(ms
     relative = [posixpath.relpath(path, table.info.location) for path in listed]
     assert [path for path in relative if "/" not in path] == ["p=b", "p=c"]  # partition directories, once each
     assert len(relative) == 2 + 5 + 2  # and the delta directories inside them (p=b: 5 deltas, p=c: 2)
+
+
+def test_a_partition_compacted_and_cleaned_since_the_cycles_snapshot_is_looked_at_again(ms):
+    """The cycle's snapshot predates a commit, a compaction over it and the cleaning of the deltas it chose: the
+    initiator looks again with a fresh snapshot instead of failing on the vanished deltas."""
+    from acid_core.compaction.cleaner import clean
+    from acid_core.compaction.initiator import CycleReads
+
+    table = make_table(ms, "t")
+    for _ in range(3):
+        table.write(1)
+    late = ms.txns.open_txn()
+    write_id = ms.txns.allocate_write_ids([late], "default", "t")[late]
+    ms.txns.add_components(late, "default", "t", [None], Operation.INSERT)
+    table.writer.insert([(99, "late")], write_id=write_id)
+    [candidate] = find_candidates(ms, last_checked_ms=None)
+    reads = CycleReads(ms)
+    assert reads.write_ids(table.info).high_watermark == 3  # the cycle's snapshot: write id 4 still open
+    ms.txns.commit(late)
+    compaction_id = ms.compactions.enqueue("default", "t", None, MAJOR).compaction_id
+    assert CompactionWorker(ms).run(compaction_id).result == "compacted"
+    assert [result.outcome for result in clean(ms, log=lambda line: None)] == ["cleaned"]
+
+    decision = decide(ms, candidate, reads=reads, delta_num_threshold=2)
+    assert decision.compaction_type is None and "could not decide" not in decision.reason

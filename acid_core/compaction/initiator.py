@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from acid_core.errors import AcidError, MetastoreError, NoSuchObjectError
+from acid_core.errors import (AcidError, DirectoryVanishedError, MetastoreError, NoSuchObjectError,
+                              NotEnoughHistoryError)
 from acid_core.layout import parse_bucket_file
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
@@ -156,10 +157,11 @@ class CycleReads:
             self._databases[name] = self.metastore.catalog.get_database(name)
         return self._databases[name]
 
-    def write_ids(self, table: TableInfo) -> ValidCompactorWriteIdList:
-        """The table's compactor write-id list, from a snapshot taken at the cycle's first look at the table."""
+    def write_ids(self, table: TableInfo, *, fresh: bool = False) -> ValidCompactorWriteIdList:
+        """The table's compactor write-id list, from a snapshot taken at the cycle's first look at the table (or now,
+        if `fresh`)."""
         name = full_table_name(table.database, table.name)
-        if name not in self._write_ids:
+        if fresh or name not in self._write_ids:
             self._write_ids[name] = ValidCompactorWriteIdList.from_reader(
                 self.metastore.txns.snapshot([name]).write_ids[name])
         return self._write_ids[name]
@@ -285,7 +287,11 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
                         f"an aborted transaction started at {candidate.oldest_abort_ms} is older than "
                         "aborted.txn.time.threshold")
     where = data_location(table, candidate.partition)
-    state = get_acid_state(where.path, write_ids=reads.write_ids(table), missing_ok=True, fs=where.fs)
+    try:
+        state = get_acid_state(where.path, write_ids=reads.write_ids(table), missing_ok=True, fs=where.fs)
+    except (DirectoryVanishedError, NotEnoughHistoryError):
+        # compacted (and maybe cleaned) past the cycle's snapshot meanwhile: look again, once, with a fresh one
+        state = get_acid_state(where.path, write_ids=reads.write_ids(table, fresh=True), missing_ok=True, fs=where.fs)
     compaction_type, reason = _compaction_type(table, state, delta_num_threshold=delta_num_threshold,
                                                delta_pct_threshold=delta_pct_threshold)
     return Decision(candidate, compaction_type, reason)
