@@ -316,4 +316,5 @@ def test_readers_writers_compactions_and_the_cleaner_together_match_the_model(ma
     committed = sum(n for name, n in counts.items() if name.startswith("transactions committed"))
     assert reads >= 30 and committed >= 30, summary
     assert counts["compactions compacted"] >= 2 and counts["directories removed"] >= 2, summary
-    assert [e for e in setup.compactions.show() if e.state in (CompactionState.WORKING, CompactionState.INITIATED)] == []
+    unfinished = (CompactionState.WORKING, CompactionState.INITIATED)
+    assert [entry for entry in setup.compactions.show() if entry.state in unfinished] == []
