@@ -14,6 +14,7 @@ valid. The test counts failed reads and reads that differ from the model, and as
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -35,13 +36,12 @@ from acid_core.metastore.txns import Operation, Snapshot
 from acid_core.rowid import RowId
 from acid_core.validity import ValidTxnList
 from acid_core.writer import EmbeddedWriter
-from conftest import TEST_IDENTITY
 
 pytestmark = pytest.mark.slow
 
 TABLE, NAME = "events", "default.events"
 PARTITIONS = ("ds=a", "ds=b")
-DURATION_S = 12.0
+DURATION_S = float(os.environ.get("ACID_CONCURRENCY_SECONDS", "12"))  # longer soak runs: set it
 MAX_LOOPS = 5_000  # per thread, whatever the time
 WRITERS, TXN_READERS, LEASE_READERS = 3, 2, 1
 
@@ -85,7 +85,7 @@ class Writer:
 
 
 def _store(url: str, warehouse: str) -> Metastore:
-    return Metastore(url, warehouse=warehouse, identity=Identity(*TEST_IDENTITY), pool_size=2)
+    return Metastore(url, warehouse=warehouse, identity=Identity("tester", "testhost"), pool_size=2)
 
 
 def _rows(store: Metastore, snapshot: Snapshot, location: str, *, row_ids: bool = False) -> list[dict]:

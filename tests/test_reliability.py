@@ -36,7 +36,6 @@ from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.engine import Clock, Identity
 from acid_core.metastore.txns import Operation, TxnType
 from acid_core.writer import EmbeddedWriter
-from conftest import TEST_IDENTITY
 from test_cleaner import Table, quiet
 
 MAJOR = CompactionType.MAJOR
@@ -65,7 +64,7 @@ def _compact_then_die_after_mark_compacted(url: str, warehouse: str, compaction_
         os.kill(os.getpid(), signal.SIGKILL)
 
     CompactionQueue.mark_compacted = mark_then_die
-    store = Metastore(url, warehouse=warehouse, identity=Identity(*TEST_IDENTITY))
+    store = Metastore(url, warehouse=warehouse, identity=Identity("tester", "testhost"))
     CompactionWorker(store, worker_id="doomed-worker").run(compaction_id)
 
 
