@@ -77,15 +77,17 @@ class FileSystem:
     def is_dir(self, path: str) -> bool:
         return self.info(path).type == pafs.FileType.Directory
 
-    def list_dir(self, path: str) -> list[FileEntry]:
-        """Children of a directory, sorted by name.
+    def list_dir(self, path: str, *, missing_ok: bool = False) -> list[FileEntry]:
+        """Children of a directory, sorted by name; none for a directory that does not exist if `missing_ok`.
 
         Raises:
-            FileSystemError: the directory does not exist or cannot be listed.
+            FileSystemError: the directory does not exist (unless `missing_ok`) or cannot be listed.
         """
         try:
             infos = self._fs.get_file_info(pafs.FileSelector(path, recursive=False))
         except FileNotFoundError as exc:
+            if missing_ok:
+                return []
             raise FileSystemError(f"directory {path!r} does not exist") from exc
         except OSError as exc:
             raise _wrap("list", path, exc) from exc

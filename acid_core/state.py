@@ -126,13 +126,9 @@ def list_partition(fs: FileSystem, location: str, *, missing_ok: bool = False) -
     """
     entries: list[ListedEntry] = []
     original_dir_files: list[FileEntry] = []
-    try:
-        listed = fs.list_dir(location)
-    except FileSystemError:
-        if missing_ok and not fs.exists(location):
-            return PartitionListing(location, ())
-        raise
-    for entry in listed:
+    # A directory missing when listed holds nothing a snapshot taken before can see: writers create it before they
+    # commit and cleaners never remove it. (Checking again afterwards would race a writer creating it.)
+    for entry in fs.list_dir(location, missing_ok=missing_ok):
         if is_hidden(entry.name):
             continue
         if not entry.is_dir:
