@@ -351,7 +351,8 @@ def test_one_poll_reads_each_table_once_and_lists_only_the_written_partitions(ms
     spy(ms.catalog, "get_database")
     spy(ms.txns, "snapshot")
     list_dir = FileSystem.list_dir
-    monkeypatch.setattr(FileSystem, "list_dir", lambda fs, path: listed.append(path) or list_dir(fs, path))
+    monkeypatch.setattr(FileSystem, "list_dir",
+                        lambda fs, path, **options: listed.append(path) or list_dir(fs, path, **options))
     decisions = run_initiator(ms, last_checked_ms=checked, delta_num_threshold=3)
     assert [(d.candidate.partition, d.compaction_type) for d in decisions] == [("p=b", MAJOR), ("p=c", None)]
     assert calls == {"get_table": 1, "get_database": 1, "snapshot": 1}

@@ -165,8 +165,8 @@ def _remove_after_listing(monkeypatch, table: Table, victim: str) -> None:
     """Remove `victim` right after the partition directory is listed, as a concurrent cleaner would."""
     list_dir = FileSystem.list_dir
 
-    def list_then_remove(fs, path):
-        entries = list_dir(fs, path)
+    def list_then_remove(fs, path, **options):
+        entries = list_dir(fs, path, **options)
         if path.rstrip("/") == str(table.location) and (table.location / victim).exists():
             for child in (table.location / victim).iterdir():
                 child.unlink()
@@ -195,7 +195,8 @@ def test_obsolete_directories_are_not_listed_at_all(ms, monkeypatch):
     table = _compacted_table(ms)
     listed: list[str] = []
     list_dir = FileSystem.list_dir
-    monkeypatch.setattr(FileSystem, "list_dir", lambda fs, path: listed.append(path) or list_dir(fs, path))
+    monkeypatch.setattr(FileSystem, "list_dir",
+                        lambda fs, path, **options: listed.append(path) or list_dir(fs, path, **options))
     table.rows()
     [base] = [name for name in _visible_dirs(table.location) if name.startswith("base_")]
     assert [Path(path).name for path in listed] == ["t", base]  # the partition, then only what the snapshot reads
