@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from acid_core.compaction.plan import is_leftover_of
+from acid_core.compaction.plan import is_output_of_attempt
 from acid_core.errors import AcidError, NoSuchTxnError, TxnStateError, UsageError
 from acid_core.fs import ensure_inside
 from acid_core.locations import data_location
@@ -118,21 +118,21 @@ def _revert_dead_workers(metastore: Metastore, worker_timeout_ms: int
 
 
 def _remove_hidden_results(metastore: Metastore, entry: CompactionInfo) -> list[str]:
-    """Delete `.<name>.tmp-c<id>` directories of the reverted attempt in its partition, and nothing else.
+    """Delete the hidden result directories (`.<name>_v<txn>.tmp-c<id>`) of the reverted attempt in its partition,
+    and nothing else: not those of a newer attempt that claimed the entry meanwhile (they carry its transaction).
 
-    Skipped when a new worker claimed the entry meanwhile: the directories may be that attempt's (it removes
-    leftovers itself before writing).
+    Skipped when a new worker claimed the entry meanwhile (it removes leftovers itself before writing).
     """
     current = metastore.compactions.get(entry.id)
     if current is None or current.state is not CompactionState.INITIATED:
         return []
+    if entry.txn_id is None:
+        return []  # the attempt died before it had a transaction, so before it wrote anything
     where = data_location(metastore.catalog.get_table(entry.database, entry.table), entry.partition)
     fs, location = where.fs, where.path
-    if not fs.exists(location):
-        return []
     removed = []
-    for child in fs.list_dir(location):
-        if child.is_dir and is_leftover_of(child.name, entry.id):
+    for child in fs.list_dir(location, missing_ok=True):
+        if child.is_dir and child.name.startswith(".") and is_output_of_attempt(child.name, entry.id, entry.txn_id):
             fs.delete_dir(ensure_inside(location, child.path, fs=fs))
             removed.append(child.path)
     return removed

@@ -108,7 +108,8 @@ def test_dead_worker_is_reverted_its_txn_aborted_and_only_its_hidden_dirs_remove
     doomed = part1 / f".base_0000001_v{dead_txn:07d}.tmp-c{dead}"
     kept = [part1 / "base_0000001", part1 / "delta_0000002_0000002_0000", part1 / f".base_0000001.tmp-c{live}",
             part1 / f"base_0000001_v{dead_txn:07d}", part2 / f".base_0000001_v{live_txn:07d}.tmp-c{live}",
-            part2 / f".base_0000001.tmp-c{dead}"]
+            part2 / f".base_0000001.tmp-c{dead}",
+            part1 / f".base_0000001_v{live_txn:07d}.tmp-c{dead}"]  # another attempt's: it carries another txn
     for directory in [doomed, *kept]:
         (directory / "bucket_00000").mkdir(parents=True)
     for _ in range(3):  # both workers' heartbeat threads keep their transactions alive

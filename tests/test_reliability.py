@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from acid_cli.main import main as acid_main
 from acid_core.compaction.cleaner import clean
-from acid_core.compaction.worker import REFUSED_MESSAGE, CompactionWorker
+from acid_core.compaction.worker import REFUSED_MESSAGE, CompactionWorker, local_runner
 from acid_core.errors import (CompactionStateError, FileSystemError, MetastoreError, PathOutsideTableError,
                               UsageError)
 from acid_core.fs import FileSystem
@@ -150,6 +150,35 @@ def test_a_compaction_whose_transaction_times_out_mid_run_fails_and_leaves_nothi
         worker.run(compaction_id)
     assert store.compactions.get(compaction_id).state is S.FAILED
     assert _visible_dirs(table.location) == ["delta_0000001_0000001_0000", "delta_0000002_0000002_0000"]
+
+
+def test_a_worker_presumed_dead_that_fails_later_leaves_the_new_attempt_alone(ms, clock):
+    """A stalled worker is put back by housekeeping and the entry claimed again; when the stalled one finally fails,
+    it removes its own output only, never the hidden output the new attempt is writing."""
+    table = Table(ms, "t")
+    table.write([(1, "a")])
+    table.write([(2, "b")])
+    compaction_id = ms.compactions.enqueue("default", "t", None, MAJOR).compaction_id
+    newer: dict[str, Path] = {}
+
+    def stalled_runner(plan):
+        local_runner(plan)
+        clock.advance(10)
+        assert housekeep(ms, worker_timeout_ms=1).reverted_compactions == (compaction_id,)
+        ms.compactions.claim(worker_id="new-worker", compaction_id=compaction_id)
+        new_txn = ms.txns.open_txn(txn_type=TxnType.COMPACTION)
+        ms.compactions.set_compactor_txn(compaction_id, new_txn, 2)
+        newer["hidden"] = table.location / f".base_0000002_v{new_txn:07d}.tmp-c{compaction_id}"
+        (newer["hidden"] / "bucket_00000").mkdir(parents=True)
+        raise RuntimeError("the stalled worker gives up")
+
+    with pytest.raises(RuntimeError, match="gives up"):
+        CompactionWorker(ms, worker_id="stalled-worker", runner=stalled_runner).run(compaction_id)
+    assert newer["hidden"].is_dir()
+    hidden = sorted(p.name for p in table.location.iterdir() if p.name.startswith(".base"))
+    assert hidden == [newer["hidden"].name]  # the stalled attempt's own output is gone
+    current = ms.compactions.get(compaction_id)
+    assert (current.state, current.worker_id) == (S.WORKING, "new-worker")
 
 
 # --- 2. reads while the cleaner removes what they do not read -----------------------------------------------------

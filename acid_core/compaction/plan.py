@@ -12,7 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from acid_core.fs import FileSystem
-from acid_core.layout import base_dir_name, delta_dir_name, parse_bucket_file, parse_original_file
+from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, delta_dir_name, parse_bucket_file, parse_directory,
+                              parse_original_file)
 from acid_core.merge import DeleteSource, InsertSource, plan_read
 from acid_core.metastore.compactions import CompactionType
 from acid_core.orc_events import Column
@@ -58,6 +59,16 @@ def temp_name(final_name: str, compaction_id: int) -> str:
 def is_leftover_of(name: str, compaction_id: int) -> bool:
     """A hidden result directory left by an earlier attempt of this compaction."""
     return name.startswith(".") and name.endswith(f".tmp-c{compaction_id}")
+
+
+def is_output_of_attempt(name: str, compaction_id: int, txn_id: int) -> bool:
+    """A result directory of the attempt of this compaction under compactor transaction `txn_id`: hidden
+    (`.<name>_v<txn>.tmp-c<id>`) or already renamed (`<name>_v<txn>`). Every result name carries its attempt's
+    transaction, so one attempt never takes away another's (a worker presumed dead may still be running)."""
+    suffix = f"{VISIBILITY_PREFIX}{txn_id:07d}"
+    if name.startswith("."):
+        return name.endswith(f"{suffix}.tmp-c{compaction_id}")
+    return name.endswith(suffix) and parse_directory(name) is not None
 
 
 def enough_to_compact(state: DirectoryState, kind: CompactionType) -> bool:

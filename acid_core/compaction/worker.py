@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from acid_core.compaction.execute import BucketResult, run_bucket
-from acid_core.compaction.plan import CompactionPlan, build_plan, enough_to_compact, is_leftover_of
+from acid_core.compaction.plan import (CompactionPlan, build_plan, enough_to_compact, is_leftover_of,
+                                       is_output_of_attempt)
 from acid_core.errors import AcidError, CompactionStateError
 from acid_core.fs import FileSystem
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION
@@ -153,12 +154,10 @@ class CompactionWorker:
                 pass
         try:
             where = data_location(store.catalog.get_table(info.database, info.table), info.partition)
-            fs, location = where.fs, where.path
-            self._remove_leftovers(fs, location, info.id)
-            if txn_id is not None and fs.exists(location):
-                for entry in fs.list_dir(location):
-                    if entry.is_dir and entry.name.endswith(f"_v{txn_id:07d}"):
-                        fs.delete_dir(entry.path)  # renamed already, never visible: its transaction is aborted
+            if txn_id is not None:  # this attempt's output only: a newer attempt may be writing beside it
+                for entry in where.fs.list_dir(where.path, missing_ok=True):
+                    if entry.is_dir and is_output_of_attempt(entry.name, info.id, txn_id):
+                        where.fs.delete_dir(entry.path)  # never visible: its transaction is aborted
         except AcidError:
             pass
         try:
