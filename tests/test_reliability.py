@@ -181,6 +181,16 @@ def test_a_worker_presumed_dead_that_fails_later_leaves_the_new_attempt_alone(ms
     assert (current.state, current.worker_id) == (S.WORKING, "new-worker")
 
 
+def test_a_worker_presumed_dead_cannot_attach_its_transaction_to_the_new_attempt(ms):
+    Table(ms, "t")
+    compaction_id = ms.compactions.enqueue("default", "t", None, MAJOR).compaction_id
+    ms.compactions.claim(worker_id="new-worker", compaction_id=compaction_id)
+    stale_txn = ms.txns.open_txn(txn_type=TxnType.COMPACTION)
+    with pytest.raises(CompactionStateError, match="worker 'new-worker' holds it now, not 'stalled-worker'"):
+        ms.compactions.set_compactor_txn(compaction_id, stale_txn, 0, worker_id="stalled-worker")
+    assert ms.compactions.get(compaction_id).txn_id is None
+
+
 # --- 2. reads while the cleaner removes what they do not read -----------------------------------------------------
 def _compacted_table(ms: Metastore) -> Table:
     table = Table(ms, "t")

@@ -108,7 +108,7 @@ class CompactionWorker:
         name = full_table_name(info.database, info.table)
         snapshot = store.txns.snapshot([name], current_txn=txn_id)
         write_ids = ValidCompactorWriteIdList.from_reader(snapshot.write_ids[name])
-        store.compactions.set_compactor_txn(info.id, txn_id, write_ids.high_watermark)
+        store.compactions.set_compactor_txn(info.id, txn_id, write_ids.high_watermark, worker_id=self.worker_id)
         self._remove_leftovers(fs, location, info.id)
         state = get_acid_state(location, write_ids=write_ids, txns=snapshot.txns, missing_ok=True, fs=fs)
         if not enough_to_compact(state, info.type):

@@ -298,10 +298,19 @@ class CompactionQueue:
 
         return self.db.run("claim a compaction", claim_)
 
-    def set_compactor_txn(self, compaction_id: int, txn_id: int, highest_write_id: int) -> None:
-        """Record the compactor's transaction and high watermark; a COMPACT component lets an abort clean its output."""
+    def set_compactor_txn(self, compaction_id: int, txn_id: int, highest_write_id: int, *,
+                          worker_id: str | None = None) -> None:
+        """Record the compactor's transaction and high watermark; a COMPACT component lets an abort clean its output.
+
+        Raises:
+            CompactionStateError: the entry is not working, or (given `worker_id`) another worker holds it now: a
+                worker presumed dead and put back must not attach its transaction to the attempt that replaced it.
+        """
         def set_(conn: Connection) -> None:
             info = self._require(conn, compaction_id, [CompactionState.WORKING], "attach a transaction to")
+            if worker_id is not None and info.worker_id != worker_id[:128]:
+                raise CompactionStateError(f"cannot attach transaction {txn_id} to compaction {compaction_id}: "
+                                           f"worker {info.worker_id!r} holds it now, not {worker_id!r}")
             conn.execute(s.compaction_queue.update().where(s.compaction_queue.c.CQ_ID == compaction_id)
                          .values(CQ_TXN_ID=txn_id, CQ_HIGHEST_WRITE_ID=highest_write_id))
             conn.execute(s.txn_components.insert().values(
