@@ -22,7 +22,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, _pa
 
 from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError
-from acid_core.fs import FileSystem
+from acid_core.fs import FileSystem, ensure_inside
 from acid_core.layout import bucket_file_name, delta_dir_name, parse_partition_dir_name, partition_dir_name
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
@@ -99,8 +99,9 @@ def _result_batch(results: list[tuple[str, str, int]]) -> pa.RecordBatch:
 
 
 def _destination(task: _FileTask, part: str, bucket: int) -> tuple[str, str]:
+    """(partition directory, staging file) of one output file, refused if a symbolic link leads out of the table."""
     fs, location = FileSystem.resolve(task.location)
-    directory = fs.join(location, part) if part else location
+    directory = ensure_inside(location, fs.join(location, part) if part else location, fs=fs)
     return directory, fs.join(directory, task.staging, bucket_file_name(bucket))
 
 

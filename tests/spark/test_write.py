@@ -143,6 +143,23 @@ def test_failed_job_aborts_and_leaves_no_files(spark, store):
         write.update(spark, store, "default", "parts", "true", {"ds": "'x'"})
 
 
+def test_a_partition_that_is_a_symbolic_link_is_not_written_through(spark, store, tmp_path):
+    from decimal import Decimal as D
+
+    write.insert(store, "default", "parts", frame(spark, [(1, "a", D(1), "a"), (2, "b", D(2), "b")], with_ds=True))
+    location = store.catalog.get_table("default", "parts").location
+    outside = tmp_path / "outside"
+    os.rename(f"{location}/ds=b", outside)
+    os.symlink(outside, f"{location}/ds=b")
+    before = sorted(os.listdir(outside))
+    with pytest.raises(Exception, match="symbolic link") as caught:
+        write.insert(store, "default", "parts", frame(spark, [(3, "c", D(3), "b")], with_ds=True))
+    # refused by the Spark task before it staged anything there (the driver checks again before publishing)
+    assert "PathOutsideTableError" in str(caught.value) and not isinstance(caught.value, AcidError)
+    assert sorted(os.listdir(outside)) == before
+    assert all(txn.state != "o" for txn in store.txns.show_transactions())  # the write was aborted
+
+
 def test_random_dml_matches_an_independent_model(spark, store):
     """A seeded sequence of inserts, updates, deletes and merges on a partitioned table, checked after every step
     against a plain dict model."""
