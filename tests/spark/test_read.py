@@ -19,7 +19,7 @@ from pyspark.sql.types import (ArrayType, DecimalType, IntegerType, LongType, Ma
                                StructType, TimestampNTZType)
 
 from acid_core.bucketing import bucket_function
-from acid_core.errors import MetastoreError, NotTransactionalError, SchemaMismatchError
+from acid_core.errors import MetastoreError, NotTransactionalError, PathOutsideTableError, SchemaMismatchError
 from acid_core.layout import ACID_FORMAT_FILE, base_dir_name, bucket_file_name
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
@@ -154,6 +154,18 @@ def test_partitioned_table_reads_every_partition_or_the_ones_asked_for(spark, st
     assert read_table(spark, store, "default", "sales", partition={"region": "asia"}).collect() == []
     with pytest.raises(MetastoreError, match=r"\['month'\] are not partition keys"):
         read_table(spark, store, "default", "sales", partition={"month": 1})
+
+
+def test_a_partition_that_is_a_symbolic_link_out_of_the_table_is_not_read(store, tmp_path):
+    table = Table(store, "linked", partition_keys=[("ds", "string")])
+    table.insert([(1, "a", 1.0)], partition={"ds": "a"})
+    table.insert([(2, "b", 2.0)], partition={"ds": "b"})
+    partition = Path(table.info.location) / "ds=b"
+    partition.rename(tmp_path / "outside")
+    partition.symlink_to(tmp_path / "outside", target_is_directory=True)
+    with pytest.raises(PathOutsideTableError, match="symbolic link"):
+        plan_table_read(store, "default", "linked")
+    assert len(plan_table_read(store, "default", "linked", partition={"ds": "a"}).partitions) == 1
 
 
 def test_bucketed_table(spark, store):
