@@ -5,8 +5,9 @@ Threads, each with its own Metastore on the wall clock, on SQLite and on Postgre
   transactions (a pre-read of ROW__IDs under the writer's own snapshot, locks, files, commit); some abort on
   purpose, some lose a first-committer-wins conflict;
 - a compactor queues MAJOR and MINOR compactions of the two partitions and runs them with the real worker;
-- the cleaner runs in a loop;
-- readers read both partitions under a transaction's snapshot, or under a reader lease.
+- the cleaner runs in a loop, housekeeping about once a second;
+- readers read both partitions under a transaction's snapshot, or under a reader lease, some of them holding the
+  snapshot open while compactions commit and the cleaner runs.
 The model: each writer is sequential, so the commits of it that a snapshot sees are a prefix of its commits; the rows
 a snapshot must show are, per writer, its keys after the last of its commits that the snapshot's ValidTxnList says is
 valid. The test counts failed reads and reads that differ from the model, and asserts both are zero.
@@ -27,6 +28,7 @@ import pytest
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import AcidError, TxnAbortedError
+from acid_core.housekeeping import housekeep
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionState, CompactionType
@@ -43,7 +45,7 @@ TABLE, NAME = "events", "default.events"
 PARTITIONS = ("ds=a", "ds=b")
 DURATION_S = float(os.environ.get("ACID_CONCURRENCY_SECONDS", "12"))  # longer soak runs: set it
 MAX_LOOPS = 5_000  # per thread, whatever the time
-WRITERS, TXN_READERS, LEASE_READERS = 3, 2, 1
+WRITERS, TXN_READERS, LEASE_READERS = 3, 2, 2
 
 
 def partition_of(key: int) -> str:
@@ -88,9 +90,12 @@ def _store(url: str, warehouse: str) -> Metastore:
     return Metastore(url, warehouse=warehouse, identity=Identity("tester", "testhost"), pool_size=2)
 
 
-def _rows(store: Metastore, snapshot: Snapshot, location: str, *, row_ids: bool = False) -> list[dict]:
+def _rows(store: Metastore, snapshot: Snapshot, location: str, *, row_ids: bool = False,
+          pause_s: float = 0.0) -> list[dict]:
+    """Both partitions under `snapshot`; `pause_s` before each, so the snapshot stays open while others work."""
     rows = []
     for partition in PARTITIONS:
+        time.sleep(pause_s)
         rows += read_snapshot(f"{location}/{partition}", write_ids=snapshot.write_ids[NAME], txns=snapshot.txns,
                               include_row_id=row_ids, missing_ok=True).to_pylist()
     return rows
@@ -192,8 +197,12 @@ class Run:
                 txns.abort(txn_id)
                 self.figures.add("transactions aborted on purpose")
                 return
+            # Recorded before the commit: a reader may see the commit before commit() returns here, and an entry
+            # whose transaction never commits is valid in no snapshot.
+            writer.history.append((txn_id, new_state))
             txns.commit(txn_id)
         except TxnAbortedError:  # first committer wins (WriteConflictError), or timed out
+            writer.history.pop()
             self.figures.add("transactions lost a conflict")
             return
         except BaseException:
@@ -202,13 +211,16 @@ class Run:
             except AcidError:
                 pass
             raise
-        writer.history.append((txn_id, new_state))
         writer.state = new_state
         writer.next_key = writer_keys_next
         self.figures.add(f"transactions committed ({kind})")
 
-    def read(self, kind: str) -> None:
+    def read(self, kind: str, number: int) -> None:
+        """Read in a loop; some reads (a quarter under transactions, half under leases) hold their snapshot open for
+        0.1-0.5 s while compactions commit and the cleaner runs: what they read must still be there."""
         store = _store(self.url, self.warehouse)
+        random_ = random.Random(self.seed * 1000 + number + (500 if kind == "lease" else 0))
+        slow_share = 0.25 if kind == "transaction" else 0.5
         try:
             loop = 0
             while self.running(loop):
@@ -222,7 +234,9 @@ class Run:
                     snapshot = lease.snapshot
                     release = lambda: store.leases.release(lease.lease_id)  # noqa: E731
                 try:
-                    rows = _rows(store, snapshot, self.location)
+                    pause_s = random_.uniform(0.05, 0.25) if random_.random() < slow_share else 0.0
+                    rows = _rows(store, snapshot, self.location, pause_s=pause_s)
+                    self.figures.add("reads held open" if pause_s else "reads at once")
                 except Exception:
                     self.figures.add("failed reads")
                     self.figures.error(f"{kind} reader")
@@ -257,13 +271,24 @@ class Run:
             store.close()
 
     def clean_loop(self) -> None:
+        """The cleaner in a loop, and housekeeping about once a second (with Hive's time-outs nothing live expires)."""
         store = _store(self.url, self.warehouse)
         try:
-            loop = 0
+            loop, last_housekeeping = 0, 0.0
             while self.running(loop):
                 loop += 1
-                removed = sum(len(result.removed) for result in clean(store, log=lambda line: None))
-                self.figures.add("directories removed", removed)
+                results = clean(store, log=lambda line: None)
+                self.figures.add("directories removed", sum(len(result.removed) for result in results))
+                for result in results:
+                    if result.outcome != "cleaned":
+                        self.figures.add(f"cleaner outcome {result.outcome}")
+                if time.monotonic() - last_housekeeping > 1.0:
+                    report = housekeep(store)
+                    self.figures.add("housekeeping runs")
+                    if report.timed_out_txns or report.reverted_compactions or report.problems:
+                        with self.figures.lock:
+                            self.figures.errors.append(f"housekeeping took work from live threads: {report}")
+                    last_housekeeping = time.monotonic()
                 time.sleep(0.05)
         except BaseException:
             self.figures.error("cleaner")
@@ -280,9 +305,9 @@ def test_readers_writers_compactions_and_the_cleaner_together_match_the_model(ma
     run = Run(setup.url, str(tmp_path / "warehouse"), info.location, seed=20261124)
     threads = ([threading.Thread(target=run.write, args=(writer,), name=f"writer-{writer.index}")
                 for writer in run.writers]
-               + [threading.Thread(target=run.read, args=("transaction",), name=f"txn-reader-{i}")
+               + [threading.Thread(target=run.read, args=("transaction", i), name=f"txn-reader-{i}")
                   for i in range(TXN_READERS)]
-               + [threading.Thread(target=run.read, args=("lease",), name=f"lease-reader-{i}")
+               + [threading.Thread(target=run.read, args=("lease", i), name=f"lease-reader-{i}")
                   for i in range(LEASE_READERS)]
                + [threading.Thread(target=run.compact, name="compactor"),
                   threading.Thread(target=run.clean_loop, name="cleaner")])
@@ -304,6 +329,18 @@ def test_readers_writers_compactions_and_the_cleaner_together_match_the_model(ma
         expected_final.update(writer.state)
     assert run.expected(final.txns) == expected_final
 
+    # Then one last MAJOR compaction per partition and the cleaner: each partition is one base with the same rows.
+    for partition in PARTITIONS:
+        queued = setup.compactions.enqueue("default", TABLE, partition, CompactionType.MAJOR)
+        CompactionWorker(setup).run(queued.compaction_id)
+    for _ in range(3):
+        clean(setup, log=lambda line: None)
+    for partition in PARTITIONS:
+        names = [name for name in os.listdir(f"{info.location}/{partition}") if not name.startswith((".", "_"))]
+        assert len(names) == 1 and names[0].startswith("base_"), f"{partition} after the last clean: {names}"
+    compacted = setup.txns.snapshot([NAME])
+    run.check("after a last compaction", compacted, _rows(setup, compacted, info.location))
+
     counts = run.figures.counts
     reads = sum(n for name, n in counts.items() if name.startswith("reads"))
     summary = (f"{metastore_url.split(':', 1)[0]}: {duration:.1f} s, "
@@ -316,5 +353,7 @@ def test_readers_writers_compactions_and_the_cleaner_together_match_the_model(ma
     committed = sum(n for name, n in counts.items() if name.startswith("transactions committed"))
     assert reads >= 30 and committed >= 30, summary
     assert counts["compactions compacted"] >= 2 and counts["directories removed"] >= 2, summary
+    assert counts["reads held open"] >= 5 and counts["housekeeping runs"] >= 3, summary
+    assert not [name for name in counts if name.startswith("cleaner outcome")], summary
     unfinished = (CompactionState.WORKING, CompactionState.INITIATED)
     assert [entry for entry in setup.compactions.show() if entry.state in unfinished] == []

@@ -191,6 +191,27 @@ def test_a_worker_presumed_dead_cannot_attach_its_transaction_to_the_new_attempt
     assert ms.compactions.get(compaction_id).txn_id is None
 
 
+def test_a_minor_compaction_is_cleaned_after_a_later_major_one_committed(ms):
+    """Found by the concurrency test: the cleaning of a MINOR compaction, waiting for a reader, must not fail its
+    verification on the base a later MAJOR compaction committed meanwhile (and so hold back the partition)."""
+    table = Table(ms, "t")
+    for row in [(1, "a"), (2, "b"), (3, "c")]:
+        table.write([row])
+    reader = ms.txns.open_txn()  # open while the MINOR commits: its inputs must wait for it
+    minor = ms.compactions.enqueue("default", "t", None, CompactionType.MINOR).compaction_id
+    CompactionWorker(ms).run(minor)
+    table.write([(4, "d")])
+    table.write([(5, "e")])
+    major = table.compact()
+    assert clean(ms, log=quiet([])) == []  # both wait for the reader
+    ms.txns.commit(reader)
+    results = clean(ms, log=quiet([]))
+    assert [(r.compaction_id, r.outcome) for r in results] == [(minor, "cleaned")]
+    assert [(r.compaction_id, r.outcome) for r in clean(ms, log=quiet([]))] == [(major, "cleaned")]
+    assert _visible_dirs(table.location) == [f"base_0000005_v{ms.compactions.get(major).txn_id:07d}"]
+    assert table.rows() == [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")]
+
+
 # --- 2. reads while the cleaner removes what they do not read -----------------------------------------------------
 def _compacted_table(ms: Metastore) -> Table:
     table = Table(ms, "t")

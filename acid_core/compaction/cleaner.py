@@ -161,8 +161,8 @@ def _clean_entry(metastore: Metastore, entry: CompactionInfo, *, dry_run: bool, 
         return result("cleaned", message=f"{location} does not exist; nothing to clean")
 
     name = full_table_name(entry.database, entry.table)
-    state = get_acid_state(location, write_ids=_cleaner_write_ids(metastore, entry, name),
-                           txns=_cleaner_txns(metastore, entry), fs=fs)
+    txns = _cleaner_txns(metastore, entry)
+    state = get_acid_state(location, write_ids=_cleaner_write_ids(metastore, entry, name), txns=txns, fs=fs)
     doomed = sorted(set(state.obsolete) | set(state.aborted))
     trash = None
     if trash_dir is not None and not dry_run:
@@ -197,7 +197,7 @@ def _clean_entry(metastore: Metastore, entry: CompactionInfo, *, dry_run: bool, 
 
     if dry_run:
         return result("dry run", removed, skipped, f"would remove {len(removed)} of {len(doomed)} entries")
-    remaining = _remaining(fs, location, entry)
+    remaining = _remaining(fs, location, entry, txns)
     if remaining:
         return result("incomplete", removed, skipped,
                       f"still obsolete or aborted: {', '.join(remaining)}; left for the next run")
@@ -224,13 +224,19 @@ def _cleaner_write_ids(metastore: Metastore, entry: CompactionInfo, name: str) -
     return ValidCleanerWriteIdList.from_reader(reader, high_watermark=entry.highest_write_id)
 
 
-def _remaining(fs: FileSystem, location: str, entry: CompactionInfo) -> list[str]:
-    """Hive's verification: obsolete or aborted entries left up to the watermark, seen with everything committed."""
+def _remaining(fs: FileSystem, location: str, entry: CompactionInfo, txns: ValidTxnList) -> list[str]:
+    """Hive's verification: obsolete or aborted entries left up to the watermark, every write id up to it committed.
+
+    Transactions are seen as the cleaning pass saw them (up to CQ_NEXT_TXN_ID - 1), not all committed as in Hive:
+    a later compaction's base beyond the watermark, committed meanwhile, would otherwise be a compacted base no
+    write-id list up to the watermark may use, and the check would fail with "not enough history" and hold back the
+    cleaning of the whole partition.
+    """
     name = full_table_name(entry.database, entry.table)
     high = entry.highest_write_id if entry.highest_write_id is not None else LONG_MAX
     state: DirectoryState = get_acid_state(location, write_ids=ValidCleanerWriteIdList(table_name=name,
                                                                                         high_watermark=high),
-                                           txns=ValidTxnList(), fs=fs)
+                                           txns=txns, fs=fs)
     return sorted(set(state.obsolete) | set(state.aborted))
 
 
