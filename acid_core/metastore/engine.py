@@ -14,6 +14,7 @@ import random
 import socket
 import time
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -26,7 +27,7 @@ from acid_core.errors import DuplicateKeyError, MetastoreError, MetastoreUnavail
 from acid_core.metastore import schema
 
 T = TypeVar("T")
-SQL_DIR = Path(__file__).resolve().parent.parent.parent / "sql"
+SCHEMA_FILES = resources.files("acid_core.metastore") / "sql"  # package data; sql/ at the top links to it
 ENV_URL = "ACID_METASTORE_URL"
 _RETRYABLE_PG_CODES = {"40001", "40P01", "55P03"}
 _MAX_ATTEMPTS = 20
@@ -192,9 +193,10 @@ class Database:
         raise AssertionError("unreachable")
 
     def init_schema(self) -> int:
-        """Create or upgrade the schema from `sql/<dialect>/schema.sql`; idempotent. Returns the schema version."""
-        path = SQL_DIR / ("postgres" if self.dialect == "postgresql" else "sqlite") / "schema.sql"
-        statements = [s.strip() for s in _strip_comments(path.read_text()).split(";") if s.strip()]
+        """Create or upgrade the schema from `sql/<dialect>/schema.sql` (package data of acid_core.metastore);
+        idempotent. Returns the schema version."""
+        path = SCHEMA_FILES / ("postgres" if self.dialect == "postgresql" else "sqlite") / "schema.sql"
+        statements = [s.strip() for s in _strip_comments(path.read_text(encoding="utf-8")).split(";") if s.strip()]
 
         def create(connection: Connection) -> int:
             if self.dialect == "postgresql":  # one initialiser at a time across processes
