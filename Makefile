@@ -24,7 +24,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m acid_cli.platform
+	$(BIN)/python -m acid_platform
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any, Iterable, Sequence, TextIO
 
-from acid_core.errors import AcidError, UsageError
+from acid_core.errors import AcidError, exit_status
 
 
 def to_json_value(value: Any) -> Any:
@@ -56,4 +56,4 @@ def write_table(header: Sequence[str], rows: Iterable[Sequence[Any]], out: TextI
 def report_error(prefix: str, error: AcidError) -> int:
     """Print `<prefix>: <error>` on standard error; the exit status: 2 for a usage error, else 1."""
     print(f"{prefix}: {error}", file=sys.stderr)
-    return 2 if isinstance(error, UsageError) else 1
+    return exit_status(error)

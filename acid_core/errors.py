@@ -7,6 +7,11 @@ class AcidError(Exception):
     """Base of every error this project raises on purpose."""
 
 
+def exit_status(error: AcidError) -> int:
+    """A command's exit status for an error it reports: 2 for a usage error, else 1."""
+    return 2 if isinstance(error, UsageError) else 1
+
+
 class InvalidNameError(AcidError, ValueError):
     """A directory or file name does not follow Hive's ACID naming rules."""
 

@@ -32,6 +32,8 @@ def _imported_modules(package: str) -> dict[str, set[str]]:
 @pytest.mark.parametrize("package, forbidden", [
     ("acid_core", {"pyspark", "airflow", "spark_jobs", "acid_cli", "plugins", "dags"}),
     ("spark_jobs", {"airflow", "plugins", "dags"}),
+    ("acid_cli", {"acid_platform", "airflow", "plugins", "dags"}),
+    ("acid_platform", {"acid_cli", "spark_jobs", "plugins", "dags"}),  # `make run` uses the core, not the CLI
 ])
 def test_packages_import_only_downstream(package, forbidden):
     offenders = {path: sorted(names & forbidden) for path, names in _imported_modules(package).items() if names & forbidden}

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-SOURCES = ("acid_core", "acid_cli", "spark_jobs", "pyproject.toml", "README.md")
+SOURCES = ("acid_core", "acid_cli", "acid_platform", "spark_jobs", "pyproject.toml", "README.md")
 
 pytestmark = pytest.mark.slow
 

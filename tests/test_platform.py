@@ -1,4 +1,4 @@
-"""`make run` (`python -m acid_cli.platform`) as real processes: the set-up, the demo writer, the whole platform
+"""`make run` (`python -m acid_platform`) as real processes: the set-up, the demo writer, the whole platform
 started and stopped with Ctrl-C, and the settings it refuses before starting anything.
 
 Airflow reads its configuration once per process, at import (and tests/airflow/conftest.py points this process's
@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from acid_cli.platform import load_settings, platform_environment
+from acid_platform import load_settings, platform_environment
 from acid_core.compaction.initiator import run_initiator
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
@@ -72,7 +72,7 @@ def clean_environment(acid_home: Path, **variables: str) -> dict[str, str]:
 
 
 def launcher(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "acid_cli.platform", *args], env=env, cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "acid_platform", *args], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -163,7 +163,7 @@ def test_platform_environment_puts_state_under_acid_home_and_keeps_the_users_cho
 # --- the demo writer ------------------------------------------------------------------------------------------------
 def test_demo_writer_crosses_the_initiators_delta_threshold_and_keeps_days_small(tmp_path):
     env = clean_environment(tmp_path / "home")
-    result = subprocess.run([sys.executable, "-m", "acid_cli.demo", "--rounds", "24", "--interval", "0"], env=env,
+    result = subprocess.run([sys.executable, "-m", "acid_platform.demo", "--rounds", "24", "--interval", "0"], env=env,
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "aborted" in result.stderr and "streamed a batch" in result.stderr
@@ -177,7 +177,7 @@ def test_demo_writer_crosses_the_initiators_delta_threshold_and_keeps_days_small
 
     # Two days of three batches each, written round twice: each day holds only its latest three batches.
     rotating = tmp_path / "rotating"
-    result = subprocess.run([sys.executable, "-m", "acid_cli.demo", "--rounds", "24", "--interval", "0", "--days", "2",
+    result = subprocess.run([sys.executable, "-m", "acid_platform.demo", "--rounds", "24", "--interval", "0", "--days", "2",
                              "--batches-per-day", "3"], env=clean_environment(rotating), cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -198,7 +198,7 @@ def test_demo_writer_crosses_the_initiators_delta_threshold_and_keeps_days_small
 def test_demo_writer_stops_on_sigterm_leaving_no_open_transaction(tmp_path):
     home = tmp_path / "home"
     log = tmp_path / "writer.log"
-    writer = subprocess.Popen([sys.executable, "-m", "acid_cli.demo", "--interval", "0.2", "--log-file", str(log)],
+    writer = subprocess.Popen([sys.executable, "-m", "acid_platform.demo", "--interval", "0.2", "--log-file", str(log)],
                               env=clean_environment(home), cwd=ROOT)
     try:
         deadline = time.monotonic() + 60
@@ -334,7 +334,7 @@ def test_make_run_starts_airflow_prints_a_working_login_and_ctrl_c_stops_everyth
     home = tmp_path / "home"
     port = _free_port()
     env = clean_environment(home, AIRFLOW__API__PORT=str(port))
-    process = subprocess.Popen([sys.executable, "-m", "acid_cli.platform"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "acid_platform"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()

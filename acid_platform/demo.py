@@ -1,7 +1,7 @@
 """The demo warehouse of `make run`: two transactional tables and a writer that keeps streaming transactions into them.
 
 `create_demo_tables` creates (or reuses) `demo.events` (unpartitioned) and `demo.sales` (partitioned by `day`) with
-`acid sql` HiveQL. `python -m acid_cli.demo` runs the writer until SIGINT/SIGTERM: every `--interval` seconds one
+`acid sql` HiveQL. `python -m acid_platform.demo` runs the writer until SIGINT/SIGTERM: every `--interval` seconds one
 write, alternating between the tables —
 
 - `demo.sales`: one streaming batch of five transactions into the current day's partition (one of them aborted), as
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import logging
 import random
 import signal
@@ -33,7 +32,6 @@ import threading
 import time
 from typing import Callable, Optional
 
-from acid_cli.sql import run_script
 from acid_core.errors import AcidError
 from acid_core.locations import data_location
 from acid_core.merge import read_snapshot
@@ -45,13 +43,10 @@ from acid_core.streaming import StreamingConnection
 from acid_core.writer import EmbeddedWriter
 
 DATABASE = "demo"
-SETUP = """
-CREATE DATABASE IF NOT EXISTS demo;
-CREATE TABLE IF NOT EXISTS demo.events (id bigint, customer string, amount double)
-  STORED AS ORC TBLPROPERTIES ('transactional'='true');
-CREATE TABLE IF NOT EXISTS demo.sales (id bigint, customer string, amount double) PARTITIONED BY (day string)
-  STORED AS ORC TBLPROPERTIES ('transactional'='true')
-"""
+COLUMNS = (("id", "bigint"), ("customer", "string"), ("amount", "double"))
+TABLES = (("events", ()), ("sales", (("day", "string"),)))  # name, partition keys
+# What `CREATE TABLE ... TBLPROPERTIES ('transactional'='true')` records in Hive 3 (and in `acid sql`)
+PROPERTIES = {"transactional": "true", "transactional_properties": "default", "bucketing_version": "2"}
 FIRST_DAY = datetime.date(2026, 11, 1)
 STREAM_BATCH = 5  # transactions per streaming batch (Hive's TransactionBatch); the fourth is aborted
 EVENT_ACTIONS = ("insert", "update", "insert", "delete", "insert", "aborted insert")
@@ -63,9 +58,17 @@ log = logging.getLogger("acid.demo.writer")
 
 
 def create_demo_tables(store: Metastore) -> list[str]:
-    """Create `demo.events` and `demo.sales` unless they exist (idempotent); returns their full names."""
-    run_script(SETUP, metastore=store, out=io.StringIO())
-    return [f"{DATABASE}.events", f"{DATABASE}.sales"]
+    """Create `demo.events` and `demo.sales` (and their directories) unless they exist (idempotent); returns their
+    full names."""
+    store.catalog.create_database(DATABASE, if_not_exists=True)
+    names = []
+    for name, keys in TABLES:
+        info = store.catalog.create_table(DATABASE, name, COLUMNS, partition_keys=keys, params=PROPERTIES,
+                                          if_not_exists=True)
+        where = data_location(info)
+        where.fs.make_dirs(where.path)
+        names.append(info.full_name)
+    return names
 
 
 def _row(rng: random.Random) -> tuple:
@@ -256,7 +259,7 @@ def run(store: Metastore, *, interval: float, rounds: int | None, stop: StopFlag
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m acid_cli.demo",
+    parser = argparse.ArgumentParser(prog="python -m acid_platform.demo",
                                      description="create the demo tables and stream transactions into them")
     parser.add_argument("--metastore", help="SQLAlchemy URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
     parser.add_argument("--warehouse", help="warehouse directory (default: ACID_WAREHOUSE or ACID_HOME/warehouse)")

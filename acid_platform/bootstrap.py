@@ -1,6 +1,6 @@
 """The idempotent set-up of `make run`: airflow.cfg, Airflow's metadata DB, the connections `acid_metastore` and
 `spark_default`, the pool `acid_compaction` and the demo tables. It imports Airflow, so it runs in a process of its own
-(`python -m acid_cli.platform --setup-only`) that has the platform's environment before Airflow reads its
+(`python -m acid_platform --setup-only`) that has the platform's environment before Airflow reads its
 configuration."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from acid_core.errors import UsageError
 from acid_core.metastore.engine import redact
-from acid_cli.platform.settings import (METASTORE_CONN_ID, POOL, SHADOWING_VARIABLES, SPARK_CONN_ID, SPARK_MASTER,
+from acid_platform.settings import (METASTORE_CONN_ID, POOL, SHADOWING_VARIABLES, SPARK_CONN_ID, SPARK_MASTER,
                                         Settings, platform_environment, prepare_home)
 
 
@@ -22,7 +22,7 @@ def _check_airflow_home(settings: Settings) -> None:
 
         if Path(AIRFLOW_HOME).resolve() != settings.airflow_home.resolve():
             raise UsageError(f"Airflow was already imported with AIRFLOW_HOME={AIRFLOW_HOME}; run the set-up in a "
-                             f"fresh process (python -m acid_cli.platform --setup-only)")
+                             f"fresh process (python -m acid_platform --setup-only)")
 
 
 def _upsert_connection(session, conn_id: str, *, conn_type: str, host: str, extra: dict, description: str) -> None:
@@ -46,7 +46,7 @@ def set_up(settings: Settings) -> dict:
     """Initialise Airflow's DB, the connections, the pool and the demo warehouse; idempotent. Returns a report.
 
     Applies `platform_environment` to this process first, so Airflow must not have been imported yet (or with the
-    same AIRFLOW_HOME); run it in a process of its own (`python -m acid_cli.platform --setup-only`).
+    same AIRFLOW_HOME); run it in a process of its own (`python -m acid_platform --setup-only`).
     """
     os.environ.update(platform_environment(settings))
     for name in SHADOWING_VARIABLES:
@@ -74,7 +74,7 @@ def set_up(settings: Settings) -> dict:
         Pool.create_or_update_pool(POOL, slots=settings.worker_threads, description=description,
                                    include_deferred=False, session=session)
 
-    from acid_cli.demo import create_demo_tables
+    from acid_platform.demo import create_demo_tables
     from acid_core.metastore import Metastore
 
     store = Metastore(settings.metastore_url, warehouse=settings.warehouse)

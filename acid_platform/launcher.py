@@ -1,8 +1,8 @@
 """`make run`: the whole platform on one machine — Airflow standalone with this repo's DAGs, Spark in local mode, an
 ACID metastore and warehouse with demo tables, and a writer streaming transactions into them.
 
-    python -m acid_cli.platform               set up, start, print the UI address and login, run until Ctrl-C
-    python -m acid_cli.platform --setup-only  only the idempotent set-up (Airflow DB, connections, pool, demo tables)
+    python -m acid_platform               set up, start, print the UI address and login, run until Ctrl-C
+    python -m acid_platform --setup-only  only the idempotent set-up (Airflow DB, connections, pool, demo tables)
 
 Everything lives under ACID_HOME (default `.acid-home` in the checkout): `airflow/` (AIRFLOW_HOME: airflow.cfg, the
 SQLite metadata DB, the generated login), `warehouse/` (the SQLite metastore `metastore.db` and the tables) and
@@ -12,7 +12,7 @@ SQLite metadata DB, the generated login), `warehouse/` (the SQLite metastore `me
 Set-up runs Airflow's own steps in a child process that gets the platform's environment before it first imports
 Airflow (Airflow reads its configuration once, at import): write airflow.cfg (as the `airflow` command does), migrate
 the metadata DB (`airflow db migrate`), create or update the connections `acid_metastore` and `spark_default` and the
-pool `acid_compaction` through Airflow's ORM, create the demo tables. Then the writer (`python -m acid_cli.demo`) and
+pool `acid_compaction` through Airflow's ORM, create the demo tables. Then the writer (`python -m acid_platform.demo`) and
 `airflow standalone` start, each in its own session; Ctrl-C or SIGTERM stops both and everything they started: the
 writer gets SIGTERM, the scheduler SIGTERM first (running tasks finish and report while the API server still answers),
 then standalone SIGINT (its own Ctrl-C), then SIGTERM and finally SIGKILL go to whatever is left in either session.
@@ -34,12 +34,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from acid_cli.output import report_error
-from acid_cli.platform.bootstrap import set_up
-from acid_cli.platform.processes import Child, rotate_log, start_child, stop_children, tail
-from acid_cli.platform.settings import (POOL, SPARK_MASTER, Settings, check_java, check_port, load_settings,
+from acid_platform.bootstrap import set_up
+from acid_platform.processes import Child, rotate_log, start_child, stop_children, tail
+from acid_platform.settings import (POOL, SPARK_MASTER, Settings, check_java, check_port, load_settings,
                                         platform_environment, prepare_home)
-from acid_core.errors import AcidError, UsageError
+from acid_core.errors import AcidError, UsageError, exit_status
 from acid_core.metastore.engine import redact
 
 HEALTH_PATH = "/api/v2/monitor/health"
@@ -84,7 +83,7 @@ class Launcher:
         report = self.settings.airflow_home / "platform-setup.json"
         report.unlink(missing_ok=True)
         log = self.settings.logs / "setup.log"
-        child = start_child("set-up", [sys.executable, "-m", "acid_cli.platform", "--setup-only", "--report",
+        child = start_child("set-up", [sys.executable, "-m", "acid_platform", "--setup-only", "--report",
                                        str(report)], env=self.env, log=log, stop_signal=signal.SIGTERM,
                             cwd=self.settings.acid_home)
         self.children.append(child)
@@ -213,7 +212,7 @@ class Launcher:
             self._watch_compactions()
             writer_log = settings.logs / "writer.log"
             self.children.append(start_child(
-                "writer", [sys.executable, "-m", "acid_cli.demo", "--log-file", str(writer_log)],  # URL from env
+                "writer", [sys.executable, "-m", "acid_platform.demo", "--log-file", str(writer_log)],  # URL from env
                 env=self.env, log=writer_log, stop_signal=signal.SIGTERM, cwd=settings.acid_home))
             airflow_log = settings.logs / "airflow-standalone.log"
             self.children.append(start_child(
@@ -301,7 +300,7 @@ def _lock_home(settings: Settings):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m acid_cli.platform", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m acid_platform", description=__doc__.split("\n\n")[0])
     parser.add_argument("--setup-only", action="store_true",
                         help="only set up Airflow's DB, the connections, the pool and the demo tables, then exit")
     parser.add_argument("--report", help="with --setup-only: write what was set up here as JSON")
@@ -323,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         lock = _lock_home(settings)
         check_java(platform_environment(settings))
     except AcidError as exc:
-        return report_error("make run", exc)
+        print(f"make run: {exc}", file=sys.stderr)
+        return exit_status(exc)
     try:
         return Launcher(settings).run()
     finally:

@@ -15,7 +15,7 @@ from typing import Mapping
 from acid_core.errors import AcidError, UsageError
 from acid_core.metastore import default_url, default_warehouse
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PORT = 8080
 DEFAULT_HOST = "127.0.0.1"  # the generated login is a plaintext file: listen on loopback unless told otherwise
 METASTORE_CONN_ID = "acid_metastore"
