@@ -21,6 +21,7 @@ from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.compactions import CompactionInfo, CompactionState, HistoryRetention
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN
+from acid_core.table_write import remove_abandoned_staging
 
 DEFAULT_WORKER_TIMEOUT_MS = 86_400_000  # hive.compactor.worker.timeout
 DEFAULT_LEASE_TIMEOUT_MS = 300_000  # like hive.txn.timeout, for reader leases
@@ -35,6 +36,7 @@ class HousekeepingReport:
     reverted_compactions: tuple[int, ...] = ()
     aborted_compactor_txns: tuple[int, ...] = ()
     removed_directories: tuple[str, ...] = ()
+    removed_staging: tuple[str, ...] = ()
     expired_leases: tuple[int, ...] = ()
     purged_history: int = 0
     removed_aborted_txns: tuple[int, ...] = ()
@@ -45,7 +47,7 @@ class HousekeepingReport:
     def changed(self) -> bool:
         """Whether this run changed anything in the metastore or on the filesystem."""
         return bool(self.timed_out_txns or self.failed_compactions or self.reverted_compactions or self.aborted_compactor_txns
-                    or self.removed_directories or self.expired_leases or self.purged_history
+                    or self.removed_directories or self.removed_staging or self.expired_leases or self.purged_history
                     or self.removed_aborted_txns or self.removed_write_set_rows)
 
     def summary(self) -> str:
@@ -53,7 +55,8 @@ class HousekeepingReport:
         return (f"timed out {len(self.timed_out_txns)} transactions, failed {len(self.failed_compactions)} "
                 f"compactions whose compactor transaction aborted after they were compacted, reverted {len(self.reverted_compactions)} "
                 f"compactions (aborted {len(self.aborted_compactor_txns)} compactor transactions, removed "
-                f"{len(self.removed_directories)} hidden directories), expired {len(self.expired_leases)} reader "
+                f"{len(self.removed_directories)} hidden directories), removed {len(self.removed_staging)} staging "
+                f"directories of killed writes, expired {len(self.expired_leases)} reader "
                 f"leases, purged {self.purged_history} history entries, removed {len(self.removed_aborted_txns)} "
                 f"empty aborted transactions and {self.removed_write_set_rows} WRITE_SET rows"
                 + (f"; {len(self.problems)} problems" if self.problems else ""))
@@ -68,6 +71,8 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
        `ready for cleaning` compactions whose compactor transaction so ended without committing;
     2. put `working` compactions older than `worker_timeout_ms` back to `initiated`, abort their compactor
        transactions if still open and remove their hidden result directories (`.<name>.tmp-c<id>`), nothing else;
+       remove the staging directories (`.<name>.tmp-t<txn>`) of writes whose transaction is no longer open (not in
+       Hive: a killed write's leftovers);
     3. expire reader leases not heartbeated for `lease_timeout_ms`;
     4. purge compaction history beyond `history`;
     5. forget aborted transactions that wrote nothing (if `clean_empty_aborted`) and WRITE_SET rows no open or
@@ -84,6 +89,7 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
     timed_out = metastore.txns.perform_timeouts()
     failed = metastore.compactions.fail_abandoned()
     reverted, aborted, removed, problems = _revert_dead_workers(metastore, worker_timeout_ms)
+    staging, staging_problems = remove_abandoned_staging(metastore)
     expired = metastore.leases.expire(lease_timeout_ms)
     purged = metastore.compactions.purge_history(history)
     removed_txns = metastore.db.run("remove empty aborted transactions", _remove_empty_aborted) \
@@ -92,8 +98,8 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
     return HousekeepingReport(
         timed_out_txns=tuple(timed_out), failed_compactions=tuple(entry.id for entry in failed),
         reverted_compactions=tuple(reverted), aborted_compactor_txns=tuple(aborted),
-        removed_directories=tuple(removed), expired_leases=tuple(expired), purged_history=purged,
-        removed_aborted_txns=tuple(removed_txns), removed_write_set_rows=write_set_rows, problems=tuple(problems))
+        removed_directories=tuple(removed), removed_staging=tuple(staging), expired_leases=tuple(expired), purged_history=purged,
+        removed_aborted_txns=tuple(removed_txns), removed_write_set_rows=write_set_rows, problems=tuple(problems + staging_problems))
 
 
 def _revert_dead_workers(metastore: Metastore, worker_timeout_ms: int

@@ -238,6 +238,38 @@ def parse_original_file(name: str) -> OriginalFile:
     return OriginalFile(name, bucket.bucket if bucket else 0)
 
 
+@dataclass(frozen=True, slots=True)
+class WriteStaging:
+    """A hidden directory where a write transaction builds `final` before renaming it into place."""
+
+    final: str
+    txn_id: int
+
+
+_WRITE_STAGING_RE = re.compile(r"\.(.+)\.tmp-t([0-9]+)(?:-[0-9a-f]+)?")
+
+
+def write_staging_name(final: str, txn_id: int, *, attempt: str | None = None) -> str:
+    """`.<final>.tmp-t<txn>[-<attempt>]`: the staging directory of transaction `txn_id`'s `final` directory, beside it
+    in the partition. Readers skip it (hidden); housekeeping finds a killed write's leftovers by the transaction id.
+    `attempt` (lower-case hex) keeps two writers of one transaction apart; Spark tasks of one write share the name."""
+    _check_id(txn_id, "transaction id")
+    if attempt is not None and not re.fullmatch(r"[0-9a-f]+", attempt):
+        raise InvalidNameError(f"staging attempt {attempt!r} must be lower-case hexadecimal")
+    return f".{final}.tmp-t{txn_id}" + (f"-{attempt}" if attempt else "")
+
+
+def parse_write_staging_name(name: str) -> WriteStaging | None:
+    """The staging directory a write transaction made (see `write_staging_name`), or None for any other name."""
+    match = _WRITE_STAGING_RE.fullmatch(name)
+    return WriteStaging(match.group(1), int(match.group(2))) if match else None
+
+
+def compaction_staging_name(final: str, compaction_id: int) -> str:
+    """`.<final>.tmp-c<compaction id>`: where a compaction builds a result directory before renaming it into place."""
+    return f".{final}.tmp-c{compaction_id}"
+
+
 def is_hidden(name: str) -> bool:
     """Hive's hiddenFileFilter: names starting with `_` or `.` are not data."""
     return name.startswith("_") or name.startswith(".")

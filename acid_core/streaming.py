@@ -20,10 +20,10 @@ from acid_core.fs import FileSystem
 from acid_core.locations import data_location
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, side_file_name
 from acid_core.metastore import Metastore
-from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
 from acid_core.orc_events import INSERT_OPERATION, EventFileWriter
 from acid_core.rowid import encode_bucket
+from acid_core.table_write import TableWrite
 from acid_core.values import RowChecker
 
 _NEVER = 1 << 62
@@ -88,10 +88,9 @@ class StreamingConnection:
         self._place = (bucket_function(self.table.columns, self.table.bucket_columns, self.table.num_buckets,
                                        version=self.table.bucketing_version)
                        if self.table.num_buckets > 0 else None)
-        self._batch: list[int] = []
-        self._write_ids: dict[int, int] = {}
+        self._batch: list[TableWrite] = []
         self._next_in_batch = 0
-        self._current: int | None = None
+        self._current: TableWrite | None = None
         self._files: dict[int, _BucketFile] = {}
         self._directory: str | None = None
         self._closed = False
@@ -106,22 +105,21 @@ class StreamingConnection:
     # --- batches ---------------------------------------------------------------------------------------------------
     @property
     def current_txn_id(self) -> int | None:
-        return self._current
+        return None if self._current is None else self._current.txn_id
 
     @property
     def current_write_id(self) -> int | None:
-        return None if self._current is None else self._write_ids[self._current]
+        return None if self._current is None else self._current.write_id
 
     @property
     def remaining_in_batch(self) -> int:
         return len(self._batch) - self._next_in_batch
 
     def _fetch_batch(self) -> None:
-        txns = self.metastore.txns
-        self._batch = txns.open_txns(self.batch_size, agent_info=self.agent_info)
+        self._batch = TableWrite.open_batch(self.metastore, self.table, self.batch_size, agent_info=self.agent_info,
+                                            partition=self.partition_name)
         self._next_in_batch = 0
-        self._write_ids = txns.allocate_write_ids(self._batch, self.table.database, self.table.name)
-        low, high = min(self._write_ids.values()), max(self._write_ids.values())
+        low, high = min(w.write_id for w in self._batch), max(w.write_id for w in self._batch)
         self._directory = self.fs.join(self.location, delta_dir_name(low, high))
         self.fs.make_dirs(self._directory)
         if not self.fs.exists(self.fs.join(self._directory, ACID_FORMAT_FILE)):
@@ -133,18 +131,16 @@ class StreamingConnection:
         with self._lock:
             self._check_usable()
             if self._current is not None:
-                raise TxnStateError(f"transaction {self._current} is still open: commit or abort it first")
+                raise TxnStateError(f"transaction {self._current.txn_id} is still open: commit or abort it first")
             if self.remaining_in_batch == 0:
                 self._finish_batch()
                 self._fetch_batch()
-            txn_id = self._batch[self._next_in_batch]
+            write = self._batch[self._next_in_batch]
             self._next_in_batch += 1
-            component = LockComponent(self.table.database, self.table.name, self.partition_name, LockType.SHARED_WRITE)
-            self.metastore.locks.acquire([component], txn_id=txn_id, agent_info=self.agent_info)
-            self.metastore.txns.add_components(txn_id, self.table.database, self.table.name, [self.partition_name],
-                                               Operation.INSERT)
-            self._current = txn_id
-            return txn_id
+            write.lock()
+            write.record(self.partition_name, Operation.INSERT)
+            self._current = write
+            return write.txn_id
 
     def write(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> int:
         """Write rows in the current transaction; returns how many.
@@ -162,7 +158,7 @@ class StreamingConnection:
                 values = self.rows.normalise(row, index)
                 by_bucket.setdefault(self._place(values) if self._place else 0, []).append(values)
                 count += 1
-            write_id = self._write_ids[self._current]
+            write_id = self._current.write_id
             for bucket, values in sorted(by_bucket.items()):
                 if bucket not in self._files:
                     self._files[bucket] = _BucketFile(self.fs, self._directory, bucket, self.table.columns,
@@ -173,26 +169,26 @@ class StreamingConnection:
     def commit_transaction(self) -> None:
         """Make the current transaction's rows durable (flush + side file), then commit it."""
         with self._lock:
-            txn_id = self._require_current()
+            write = self._require_current()
             if self.remaining_in_batch == 0:
                 self._close_files()  # last of the batch: a complete file, no side file needed
             else:
                 for bucket_file in self._files.values():
                     bucket_file.flush()
             self._current = None
-            self.metastore.txns.commit(txn_id)
+            self.metastore.txns.commit(write.txn_id)
 
     def abort_transaction(self) -> None:
         """Abort the current transaction; rows it wrote stay in the file but no snapshot sees them."""
         with self._lock:
-            txn_id = self._require_current()
+            write = self._require_current()
             self._current = None
-            self.metastore.txns.abort(txn_id)
+            self.metastore.txns.abort(write.txn_id)
 
     def heartbeat(self) -> None:
         """Keep every still-open transaction of the batch alive."""
         with self._lock:
-            pending = self._batch[self._next_in_batch - (1 if self._current is not None else 0):]
+            pending = [w.txn_id for w in self._batch[self._next_in_batch - (1 if self._current is not None else 0):]]
         if pending:
             self.metastore.txns.heartbeat_range(min(pending), max(pending))
 
@@ -203,7 +199,7 @@ class StreamingConnection:
             except AcidError:
                 continue
 
-    def _require_current(self) -> int:
+    def _require_current(self) -> TableWrite:
         self._check_usable()
         if self._current is None:
             raise TxnStateError("no transaction is open")
@@ -220,9 +216,9 @@ class StreamingConnection:
 
     def _finish_batch(self) -> None:
         """Abort the batch's unused transactions and close its files."""
-        unused = self._batch[self._next_in_batch:]
+        unused = [w.txn_id for w in self._batch[self._next_in_batch:]]
         if self._current is not None:
-            unused = [self._current] + unused
+            unused = [self._current.txn_id] + unused
             self._current = None
         self.metastore.txns.abort_txns(unused)
         self._next_in_batch = len(self._batch)

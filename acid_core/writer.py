@@ -2,9 +2,9 @@
 as split-update (both), in partition directories `k=v`, one bucket file per bucket.
 
 Every value is checked against its column type first; then all directories of one write are staged under hidden
-names in the table location and renamed into place only when all of them are complete, so a bad row or a crash never
+names beside them and renamed into place only when all of them are complete, so a bad row or a crash never
 leaves a half-written visible file (nor half of a split-update). Write ids come from the caller (the metastore hands
-them out); the writer does not commit anything.
+them out); the writer does not commit anything (`acid_core.table_write` is the transaction around it).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from acid_core.errors import AcidError, InvalidRowError
 from acid_core.fs import FileSystem, ensure_inside
-from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, partition_dir_name)
+from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, partition_dir_name,
+                              write_staging_name)
 from acid_core.orc_events import (DEFAULT_STRIPE_ROWS, DELETE_OPERATION, INSERT_OPERATION, Column, EventFileWriter,
                                   parse_columns)
 from acid_core.rowid import RowId, decode_bucket_id, encode_bucket
@@ -107,10 +108,14 @@ class EmbeddedWriter:
             by_bucket.setdefault(decode_bucket_id(row_id.bucket_property), []).append(event)
         return by_bucket
 
-    def _stage(self, name: str, files: dict[int, list[tuple]], operation: int) -> str:
-        """Write all bucket files of one directory under a hidden name in the table location; removed on failure."""
-        self.fs.make_dirs(self.location)
-        temp = self.fs.join(self.location, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+    def _stage(self, parent: str, name: str, files: dict[int, list[tuple]], operation: int,
+               txn_id: int | None) -> str:
+        """Write all bucket files of one directory under a hidden name beside it; removed on failure. The name carries
+        the transaction (`layout.write_staging_name`), so housekeeping can remove it if this process is killed."""
+        self.fs.make_dirs(parent)
+        attempt = uuid.uuid4().hex[:12]
+        hidden = write_staging_name(name, txn_id, attempt=attempt) if txn_id is not None else f".{name}.tmp-{attempt}"
+        temp = self.fs.join(parent, hidden)
         self.fs.make_dirs(temp)
         try:
             for bucket, events in files.items():
@@ -148,14 +153,15 @@ class EmbeddedWriter:
         self.fs.delete_dir(temp)
         return final
 
-    def _write(self, parent: str, directories: list[tuple[str, dict[int, list[tuple]], int]]) -> tuple[str, ...]:
+    def _write(self, parent: str, directories: list[tuple[str, dict[int, list[tuple]], int]],
+               txn_id: int | None) -> tuple[str, ...]:
         """Stage every directory of one write, check none collides, then publish them all."""
         staged: list[str] = []
         try:
             for name, files, _ in directories:
                 self._check_free(parent, name, files)
             for name, files, operation in directories:
-                staged.append(self._stage(name, files, operation))
+                staged.append(self._stage(parent, name, files, operation, txn_id))
             for name, files, _ in directories:
                 self._check_free(parent, name, files)
         except BaseException:
@@ -172,11 +178,13 @@ class EmbeddedWriter:
         return tuple(published)
 
     def insert(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]], *, write_id: int, statement_id: int = 0,
-               partition: Mapping[str, Any] | None = None, writer_id: int = 0) -> WriteResult:
+               partition: Mapping[str, Any] | None = None, writer_id: int = 0,
+               txn_id: int | None = None) -> WriteResult:
         """Insert rows as write `write_id`, statement `statement_id`, into `delta_w_w_s`.
 
         An unbucketed table gets one file per writer (`bucket_<writer_id>`, as Hive's parallel tasks write);
-        a bucketed table one file per bucket the rows hash to.
+        a bucketed table one file per bucket the rows hash to. `txn_id` names the staging directories after the
+        writing transaction (see `acid_core.table_write`).
 
         Raises:
             InvalidRowError: a row does not fit the table; nothing is made visible.
@@ -186,23 +194,23 @@ class EmbeddedWriter:
         if not events:
             return WriteResult(())
         name = delta_dir_name(write_id, write_id, statement_id=statement_id)
-        paths = self._write(parent, [(name, events, INSERT_OPERATION)])
+        paths = self._write(parent, [(name, events, INSERT_OPERATION)], txn_id)
         return WriteResult(paths, inserted=sum(map(len, events.values())))
 
     def delete(self, row_ids: Iterable[RowId], *, write_id: int, statement_id: int = 0,
-               partition: Mapping[str, Any] | None = None) -> WriteResult:
+               partition: Mapping[str, Any] | None = None, txn_id: int | None = None) -> WriteResult:
         """Delete rows by ROW__ID as write `write_id` into `delete_delta_w_w_s` (one file per bucket of the rows)."""
         parent = self.partition_location(partition)
         events = self._delete_events(row_ids, write_id)
         if not events:
             return WriteResult(())
         name = delta_dir_name(write_id, write_id, statement_id=statement_id, delete=True)
-        paths = self._write(parent, [(name, events, DELETE_OPERATION)])
+        paths = self._write(parent, [(name, events, DELETE_OPERATION)], txn_id)
         return WriteResult(paths, deleted=sum(map(len, events.values())))
 
     def update(self, row_ids: Sequence[RowId], new_rows: Sequence[Sequence[Any] | Mapping[str, Any]], *,
                write_id: int, statement_id: int = 0, partition: Mapping[str, Any] | None = None,
-               writer_id: int = 0) -> WriteResult:
+               writer_id: int = 0, txn_id: int | None = None) -> WriteResult:
         """Split-update: delete the old ROW__IDs and insert the new rows under the same write and statement id."""
         if len(row_ids) != len(new_rows):
             raise InvalidRowError(f"update got {len(row_ids)} row ids but {len(new_rows)} new rows")
@@ -215,5 +223,5 @@ class EmbeddedWriter:
                                 DELETE_OPERATION))
         if inserts:
             directories.append((delta_dir_name(write_id, write_id, statement_id=statement_id), inserts, INSERT_OPERATION))
-        paths = self._write(parent, directories) if directories else ()
+        paths = self._write(parent, directories, txn_id) if directories else ()
         return WriteResult(paths, inserted=sum(map(len, inserts.values())), deleted=sum(map(len, deletes.values())))

@@ -34,13 +34,10 @@ from typing import Callable, Optional
 
 from acid_core.errors import AcidError
 from acid_core.locations import data_location
-from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
-from acid_core.metastore.locks import LockComponent, LockType
-from acid_core.metastore.txns import Operation
 from acid_core.rowid import RowId
 from acid_core.streaming import StreamingConnection
-from acid_core.writer import EmbeddedWriter
+from acid_core.table_write import TableWrite
 
 DATABASE = "demo"
 COLUMNS = (("id", "bigint"), ("customer", "string"), ("amount", "double"))
@@ -51,8 +48,8 @@ FIRST_DAY = datetime.date(2026, 11, 1)
 STREAM_BATCH = 5  # transactions per streaming batch (Hive's TransactionBatch); the fourth is aborted
 EVENT_ACTIONS = ("insert", "update", "insert", "delete", "insert", "aborted insert")
 MAX_CONSECUTIVE_FAILURES = 20
-# work(writer, write_id, visible row ids, partition spec) -> what it did, or None for nothing to do
-Work = Callable[[EmbeddedWriter, int, list, Optional[dict]], Optional[str]]
+# work(write transaction, visible row ids, partition spec) -> what it did, or None for nothing to do
+Work = Callable[[TableWrite, list, Optional[dict]], Optional[str]]
 
 log = logging.getLogger("acid.demo.writer")
 
@@ -107,7 +104,7 @@ class DemoWriter:
         reloaded = ""
         known = {partition.name for partition in self.store.catalog.list_partitions(DATABASE, "sales")}
         if self.sales_batches % self.batches_per_day == 0 and f"day={day}" in known:
-            reloaded = self._transaction("sales", {"day": day}, "reload", Operation.DELETE, self._delete_all)
+            reloaded = self._transaction("sales", {"day": day}, "reload", True, self._delete_all)
             reloaded = "" if reloaded is None else f"{reloaded}; "
         committed = aborted = rows = 0
         with StreamingConnection(self.store, DATABASE, "sales", partition={"day": day}, batch_size=STREAM_BATCH,
@@ -130,47 +127,27 @@ class DemoWriter:
                 f"({committed} committed with {rows} rows, {aborted} aborted)")
 
     @staticmethod
-    def _delete_all(writer: EmbeddedWriter, write_id: int, row_ids: list, partition: dict | None) -> str | None:
+    def _delete_all(write: TableWrite, row_ids: list, partition: dict | None) -> str | None:
         if not row_ids:
             return None
-        writer.delete([RowId(r["writeid"], r["bucketid"], r["rowid"]) for r in row_ids], write_id=write_id,
-                      partition=partition)
+        write.delete([RowId(r["writeid"], r["bucketid"], r["rowid"]) for r in row_ids], partition=partition)
         return f"deleted all {len(row_ids)} rows of the day"
 
     # --- transactions of the embedded writer -----------------------------------------------------------------------
-    def _transaction(self, table: str, partition: dict | None, action: str, operation: Operation, work: Work, *,
+    def _transaction(self, table: str, partition: dict | None, action: str, reads: bool, work: Work, *,
                      abort: bool = False) -> str | None:
-        """Run `work(writer, write_id, visible_row_ids, partition)` in one transaction on demo.<table>, locked first
-        (as Hive does); returns what it did, or None when `work` found nothing to do (the transaction is aborted)."""
-        store = self.store
-        info = store.catalog.get_table(DATABASE, table)
+        """Run `work(write, visible_row_ids, partition)` in one write transaction on demo.<table>, locked first (as
+        Hive does); returns what it did, or None when `work` found nothing to do (the transaction is aborted)."""
+        info = self.store.catalog.get_table(DATABASE, table)
         name = info.partition_name(partition or {})
-        txn = store.txns.open_txn(agent_info=f"demo writer ({action})")
-        try:
-            write_id = store.txns.allocate_write_ids([txn], DATABASE, table)[txn]
-            store.locks.acquire([LockComponent(DATABASE, table, name, LockType.SHARED_WRITE)], txn_id=txn,
-                                agent_info="demo writer")
-            store.txns.add_components(txn, DATABASE, table, [name], operation)
-            row_ids: list = []
-            where = data_location(info, name)
-            if operation is not Operation.INSERT:
-                snapshot = store.txns.snapshot([info.full_name], current_txn=txn)
-                row_ids = read_snapshot(where.path, write_ids=snapshot.write_ids[info.full_name], txns=snapshot.txns,
-                                        include_row_id=True, missing_ok=True, fs=where.fs).column("row__id").to_pylist()
-            writer = EmbeddedWriter(info.location, columns=info.columns,
-                                    partition_keys=[key.name for key in info.partition_keys])
-            what = work(writer, write_id, row_ids, partition)
+        with TableWrite.open(self.store, DATABASE, table, partition=name,
+                             agent_info=f"demo writer ({action})") as write:
+            row_ids = write.read(name, include_row_id=True).column("row__id").to_pylist() if reads else []
+            what = work(write, row_ids, partition)
             if what is None or abort:
-                store.txns.abort(txn)
-                return None if what is None else f"demo.{table}: {what} in transaction {txn}, then aborted it"
-            store.txns.commit(txn)
-            return f"demo.{table}: {what} in transaction {txn} (write id {write_id})"
-        except BaseException:
-            try:
-                store.txns.abort(txn)
-            except AcidError:
-                pass
-            raise
+                write.abort()
+                return None if what is None else f"demo.{table}: {what} in transaction {write.txn_id}, then aborted it"
+        return f"demo.{table}: {what} in transaction {write.txn_id} (write id {write.write_id})"
 
     def _pick(self, row_ids: list, count: int) -> list[RowId]:
         chosen = self.rng.sample(row_ids, min(count, len(row_ids)))
@@ -181,28 +158,28 @@ class DemoWriter:
         action = EVENT_ACTIONS[self.event_writes % len(EVENT_ACTIONS)]
         self.event_writes += 1
 
-        def insert(writer: EmbeddedWriter, write_id: int, row_ids: list, partition: None) -> str:
+        def insert(write: TableWrite, row_ids: list, partition: None) -> str:
             rows = [_row(self.rng) for _ in range(self.rng.randrange(3, 10))]
-            writer.insert(rows, write_id=write_id)
+            write.insert(rows)
             return f"inserted {len(rows)} rows"
 
-        def update(writer: EmbeddedWriter, write_id: int, row_ids: list, partition: None) -> str:
+        def update(write: TableWrite, row_ids: list, partition: None) -> str:
             victims = self._pick(row_ids, self.rng.randrange(1, 4))
             if not victims:
-                return insert(writer, write_id, row_ids, partition)
-            writer.update(victims, [_row(self.rng) for _ in victims], write_id=write_id)
+                return insert(write, row_ids, partition)
+            write.update(victims, [_row(self.rng) for _ in victims])
             return f"updated {len(victims)} of {len(row_ids)} rows"
 
-        def delete(writer: EmbeddedWriter, write_id: int, row_ids: list, partition: None) -> str:
+        def delete(write: TableWrite, row_ids: list, partition: None) -> str:
             victims = self._pick(row_ids, self.rng.randrange(1, 4) + max(0, len(row_ids) - self.max_event_rows))
             if not victims:
-                return insert(writer, write_id, row_ids, partition)
-            writer.delete(victims, write_id=write_id)
+                return insert(write, row_ids, partition)
+            write.delete(victims)
             return f"deleted {len(victims)} of {len(row_ids)} rows"
 
-        operation, work = {"insert": (Operation.INSERT, insert), "aborted insert": (Operation.INSERT, insert),
-                           "update": (Operation.UPDATE, update), "delete": (Operation.DELETE, delete)}[action]
-        return self._transaction("events", None, action, operation, work, abort=action == "aborted insert")
+        work = {"insert": insert, "aborted insert": insert, "update": update, "delete": delete}[action]
+        return self._transaction("events", None, action, action in ("update", "delete"), work,
+                                 abort=action == "aborted insert")
 
     def step(self) -> str:
         """One write, alternating between the tables (demo.sales first). Returns what it did."""

@@ -1,10 +1,11 @@
 """Writing ACID tables from PySpark: insert, delete, update (split-update) and merge, each in one transaction.
 
-Every call opens a transaction, takes a shared_write lock, allocates the table's write id, lets Spark tasks write
-event files (acid_core's columnar writer: Hive's event schema and user metadata) into hidden staging directories,
-renames them to `delta_w_w_s` / `delete_delta_w_w_s`, records the partitions written (TXN_COMPONENTS: insert,
-update or delete, which drives first-committer-wins) and commits. Any failure aborts the transaction and removes
-what was written: nothing visible is left. Unbucketed tables get one file per Spark task (`bucket_<task>`, the task
+Every call is one `acid_core.table_write.TableWrite` on the driver (transaction, write id, staging record, a
+shared_write lock on the table); Spark tasks only write event files (acid_core's columnar writer: Hive's event schema
+and user metadata) into its hidden staging directories; the driver records the partitions written (TXN_COMPONENTS:
+insert, update or delete, which drives first-committer-wins), renames the staging to `delta_w_w_s` /
+`delete_delta_w_w_s` and commits. Any failure aborts the transaction and removes what was written: nothing visible
+is left; a killed driver's staging is removed by housekeeping. Unbucketed tables get one file per Spark task (`bucket_<task>`, the task
 being the writer id, as Hive's parallel writers); bucketed tables one file per bucket (Hive's hash).
 """
 
@@ -23,15 +24,14 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, _pa
 from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError
 from acid_core.fs import FileSystem, ensure_inside
-from acid_core.layout import bucket_file_name, delta_dir_name, parse_partition_dir_name, partition_dir_name
-from acid_core.locations import data_location
+from acid_core.layout import bucket_file_name, delta_dir_name, parse_write_staging_name, partition_dir_name
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
-from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
 from acid_core.orc_columnar import event_table, null_rows, write_event_table
 from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION
 from acid_core.rowid import decode_bucket_ids, encode_bucket
+from acid_core.table_write import TableWrite, compression_of, strongest
 
 PART, BUCKET, OWID, BPROP, ROWID = "__acid_part", "__acid_bucket", "__acid_owid", "__acid_bprop", "__acid_rowid"
 _RESULT = StructType([StructField("part", StringType()), StructField("staging", StringType()),
@@ -154,68 +154,38 @@ def _write_deletes(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
 
 
 class _Write:
-    """One transaction writing one table: open, lock, write id; commit or abort-and-remove."""
+    """The driver's side of one Spark write: a `TableWrite` (transaction, write id, staging record, table lock) and
+    the event-file tasks it hands to Spark."""
 
     def __init__(self, metastore: Metastore, database: str, table: str, agent: str) -> None:
-        self.metastore = metastore
-        self.table = metastore.catalog.require_transactional(database, table)
-        self.txn_id = metastore.txns.open_txn(agent_info=agent)
-        self.staged: list[tuple[str, str]] = []  # (staging dir, final dir)
-        self.published: list[str] = []
-        try:
-            self.write_id = metastore.txns.allocate_write_ids([self.txn_id], self.table.database, self.table.name)[self.txn_id]
-            metastore.locks.acquire([LockComponent(self.table.database, self.table.name, None, LockType.SHARED_WRITE)],
-                                    txn_id=self.txn_id, agent_info=agent)
-        except BaseException:
-            self.abort()
-            raise
+        self.txn = TableWrite.open(metastore, database, table, agent_info=agent)  # whole table: dynamic partitions
+        self.table = self.txn.table
+        self.txn_id, self.write_id = self.txn.txn_id, self.txn.write_id
 
     def task(self, statement_id: int, final: str, *, bucketed: bool = False) -> _FileTask:
         schema = spark_schema(self.table)
         row_type = pa.struct([pa.field(f.name, to_arrow_type(f.dataType)) for f in schema.fields])
         return _FileTask(self.table.location, tuple(c.name for c in self.table.columns), row_type,
                          tuple(k.name for k in self.table.partition_keys), self.write_id, statement_id,
-                         f".{final}.tmp-t{self.txn_id}", (self.table.param("orc.compress") or "ZLIB").upper(), bucketed,
-                         tuple(self.table.columns))
+                         self.txn.staging_name(final), compression_of(self.table), bucketed, tuple(self.table.columns))
 
     def run(self, frame: DataFrame, task: _FileTask, writer) -> list[tuple[str, str, int]]:
         rows = frame.mapInArrow(lambda batches: writer(task, batches), _RESULT).collect()
         results = [(r["part"], r["staging"], r["rows"]) for r in rows]
-        final = task.staging[1:].rsplit(".tmp-t", 1)[0]
-        fs, _ = FileSystem.resolve(self.table.location)
+        final = parse_write_staging_name(task.staging).final
+        fs = self.txn.location().fs
         for _, staging, _ in results:
-            pair = (staging, fs.join(staging.rsplit("/", 1)[0], final))
-            if pair not in self.staged:
-                self.staged.append(pair)
+            self.txn.staged(staging, fs.join(staging.rsplit("/", 1)[0], final))
         return results
 
     def finish(self, operations: Mapping[str, Operation]) -> None:
-        """Publish staged directories, record the partitions written, commit."""
-        store = self.metastore
-        fs, _ = FileSystem.resolve(self.table.location)
-        for part in operations:
-            data_location(self.table, part or None)  # a partition directory leading out of the table is refused
-        for staging, final in self.staged:
-            fs.write_atomically(fs.join(staging, "_orc_acid_version"), b"2")
-            fs.rename(staging, final)
-            self.published.append(final)
+        """Record the partitions written, publish the staged directories, commit."""
         for part, operation in operations.items():
-            partition = part or None
-            if partition is not None:
-                store.catalog.add_partition(self.table.database, self.table.name, parse_partition_dir_name(partition))
-            store.txns.add_components(self.txn_id, self.table.database, self.table.name, [partition], operation)
-        store.txns.commit(self.txn_id)
+            self.txn.record(part or None, operation)
+        self.txn.commit()
 
     def abort(self) -> None:
-        fs, _ = FileSystem.resolve(self.table.location)
-        for staging, final in self.staged:
-            fs.delete_dir(staging)
-        for final in self.published:
-            fs.delete_dir(final)
-        try:
-            self.metastore.txns.abort(self.txn_id)
-        except AcidError:
-            pass
+        self.txn.abort()
 
 
 def _with_bucket(frame: DataFrame, table: TableInfo) -> DataFrame:
@@ -347,15 +317,6 @@ def update(spark, metastore: Metastore, database: str, table: str, condition: st
                         tuple(sorted({p for p, _, _ in deleted + inserted})))
 
 
-def _strongest(operations: dict[str, Operation], part: str, operation: Operation) -> None:
-    """Record the operation on a partition; update/delete win over insert (they drive write-write conflicts)."""
-    current = operations.get(part)
-    if current is None or current is operation:
-        operations[part] = operation
-    elif operation is not Operation.INSERT:
-        operations[part] = operation if current is Operation.INSERT else Operation.UPDATE
-
-
 def merge(spark, metastore: Metastore, database: str, table: str, source: DataFrame, on: str, *,
           target_alias: str = "t", source_alias: str = "s", matched_update: Mapping[str, str] | None = None,
           matched_update_condition: str | None = None, matched_delete: bool = False,
@@ -406,17 +367,17 @@ def merge(spark, metastore: Metastore, database: str, table: str, source: DataFr
                 *[F.col(f"{target_alias}.{k}").alias(k) for k in keys]).cache()
             for part, _, count in _delete_frame(write, rows, update_statement):
                 deleted += count
-                _strongest(operations, part, Operation.UPDATE)
+                operations[part] = strongest(operations.get(part), Operation.UPDATE)
             for part, _, count in _insert_frame(write, _prepare_rows(rows.drop("row__id"), info, None),
                                                 update_statement):
                 inserted += count
-                _strongest(operations, part, Operation.UPDATE)
+                operations[part] = strongest(operations.get(part), Operation.UPDATE)
         if matched_delete:
             rows = matched.filter(delete_condition).select(F.col(f"{target_alias}.row__id").alias("row__id"),
                                                            *[F.col(f"{target_alias}.{k}").alias(k) for k in keys])
             for part, _, count in _delete_frame(write, rows, delete_statement):
                 deleted += count
-                _strongest(operations, part, Operation.DELETE)
+                operations[part] = strongest(operations.get(part), Operation.DELETE)
         if not_matched_insert:
             unknown = set(not_matched_insert) - {c.name for c in info.columns} - set(keys)
             if unknown:
@@ -427,7 +388,7 @@ def merge(spark, metastore: Metastore, database: str, table: str, source: DataFr
                   for c in [c.name for c in info.columns] + keys])
             for part, _, count in _insert_frame(write, _prepare_rows(rows, info, None), statement):
                 inserted += count
-                _strongest(operations, part, Operation.INSERT)
+                operations[part] = strongest(operations.get(part), Operation.INSERT)
         joined.unpersist()
         write.finish(operations)
     except BaseException:

@@ -8,12 +8,9 @@ import re
 
 from acid_cli.hiveql import ast
 from acid_cli.sql.session import Session
-from acid_core.bucketing import bucket_function
-from acid_core.errors import AcidError, InvalidRowError, MetastoreError
-from acid_core.metastore.locks import LockComponent, LockType
-from acid_core.metastore.txns import Operation
+from acid_core.errors import InvalidRowError, MetastoreError
+from acid_core.table_write import TableWrite
 from acid_core.values import RowChecker
-from acid_core.writer import EmbeddedWriter
 
 _INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
 _DECIMAL = re.compile(r"decimal(?:\((\d+),\s*(\d+)\))?")
@@ -122,27 +119,9 @@ def insert_values(session: Session, statement: ast.InsertValues) -> None:
     checker = RowChecker(table.columns)
     rows = [checker.normalise(row, index) for index, row in enumerate(rows)]  # all checked before any transaction
     ordered_spec = {k.name: spec[k.name] for k in table.partition_keys}
-    place = (bucket_function(table.columns, table.bucket_columns, table.num_buckets, version=table.bucketing_version)
-             if table.num_buckets > 0 else None)
-    writer = EmbeddedWriter(table.location, columns=table.columns, partition_keys=[k.name for k in table.partition_keys],
-                            bucket_count=table.num_buckets if table.num_buckets > 0 else None, bucket_function=place)
-    txns = metastore.txns
-    txn_id = txns.open_txn(agent_info="acid sql INSERT")
-    try:
-        write_id = txns.allocate_write_ids([txn_id], database, name)[txn_id]
-        metastore.locks.acquire([LockComponent(database, name, partition, LockType.SHARED_WRITE)], txn_id=txn_id,
-                                timeout_ms=60_000, agent_info="acid sql INSERT")
-        txns.add_components(txn_id, database, name, [partition], Operation.INSERT)
-        writer.insert(rows, write_id=write_id, partition=ordered_spec or None)
-        txns.commit(txn_id)
-    except BaseException:
-        try:
-            txns.abort(txn_id)
-        except AcidError:
-            pass
-        raise
-    if partition is not None:
-        metastore.catalog.add_partition(database, name, ordered_spec)
+    with TableWrite.open(metastore, database, name, partition=partition, agent_info="acid sql INSERT") as write:
+        write.insert(rows, partition=ordered_spec or None)
+    txn_id, write_id = write.txn_id, write.write_id
     where = f" partition {partition}" if partition else ""
     noun = "row" if len(rows) == 1 else "rows"
     session.say(f"Inserted {len(rows)} {noun} into {table.full_name}{where} (transaction {txn_id}, write id {write_id})")

@@ -12,8 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from acid_core.fs import FileSystem
-from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, delta_dir_name, parse_bucket_file, parse_directory,
-                              parse_original_file)
+from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name,
+                              parse_bucket_file, parse_directory, parse_original_file)
 from acid_core.merge import DeleteSource, InsertSource, plan_read
 from acid_core.metastore.compactions import CompactionType
 from acid_core.orc_events import Column
@@ -53,12 +53,12 @@ class CompactionPlan:
 
 
 def temp_name(final_name: str, compaction_id: int) -> str:
-    return f".{final_name}.tmp-c{compaction_id}"
+    return compaction_staging_name(final_name, compaction_id)
 
 
 def is_leftover_of(name: str, compaction_id: int) -> bool:
     """A hidden result directory left by an earlier attempt of this compaction."""
-    return name.startswith(".") and name.endswith(f".tmp-c{compaction_id}")
+    return name.startswith(".") and name.endswith(compaction_staging_name("", compaction_id)[1:])
 
 
 def is_output_of_attempt(name: str, compaction_id: int, txn_id: int) -> bool:
@@ -67,7 +67,7 @@ def is_output_of_attempt(name: str, compaction_id: int, txn_id: int) -> bool:
     transaction, so one attempt never takes away another's (a worker presumed dead may still be running)."""
     suffix = f"{VISIBILITY_PREFIX}{txn_id:07d}"
     if name.startswith("."):
-        return name.endswith(f"{suffix}.tmp-c{compaction_id}")
+        return name.endswith(compaction_staging_name(suffix, compaction_id)[1:])
     return name.endswith(suffix) and parse_directory(name) is not None
 
 

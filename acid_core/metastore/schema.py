@@ -75,6 +75,9 @@ completed_txn_components = _table(
 txn_to_write_id = _table("TXN_TO_WRITE_ID", _nn("T2W_TXNID", BigInteger), _nn("T2W_DATABASE", String(128)),
                          _nn("T2W_TABLE", String(256)), _nn("T2W_WRITEID", BigInteger))
 
+txn_staging = _table("TXN_STAGING", _nn("TS_TXNID", BigInteger), _nn("TS_DATABASE", String(128)),
+                     _nn("TS_TABLE", String(256)), Column("TS_PARTITION", String(767)))
+
 next_write_id = _table("NEXT_WRITE_ID", _nn("NWI_DATABASE", String(128)), _nn("NWI_TABLE", String(256)),
                        _nn("NWI_NEXT", BigInteger))
 

@@ -57,8 +57,19 @@ _UPDATE_DELETE = (Operation.UPDATE.value, Operation.DELETE.value)
 _COMMIT_WITHOUT_WRITES = sa.text(
     'WITH t AS (DELETE FROM "TXNS" WHERE "TXN_ID" = :txn AND "TXN_STATE" = \'o\' '
     'AND NOT EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = :txn) RETURNING "TXN_ID"), '
-    'l AS (DELETE FROM "HIVE_LOCKS" WHERE "HL_TXNID" IN (SELECT "TXN_ID" FROM t)) '
+    'l AS (DELETE FROM "HIVE_LOCKS" WHERE "HL_TXNID" IN (SELECT "TXN_ID" FROM t)), '
+    'g AS (DELETE FROM "TXN_STAGING" WHERE "TS_TXNID" IN (SELECT "TXN_ID" FROM t)) '
     'SELECT count(*) FROM t')
+
+
+@dataclass(frozen=True, slots=True)
+class StagingRecord:
+    """Where a write transaction stages files: a partition name, or None for anywhere in the table."""
+
+    txn_id: int
+    database: str
+    table: str
+    partition: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +219,7 @@ class TxnStore:
             conn.execute(s.compaction_queue.update().where(s.compaction_queue.c.CQ_TXN_ID == txn_id)
                          .values(CQ_NEXT_TXN_ID=following, CQ_COMMIT_TIME=now))
         conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == txn_id))
+        conn.execute(s.txn_staging.delete().where(s.txn_staging.c.TS_TXNID == txn_id))
         conn.execute(s.txns.delete().where(s.txns.c.TXN_ID == txn_id))
         return None
 
@@ -358,6 +370,40 @@ class TxnStore:
                  "TC_OPERATION_TYPE": Operation(operation).value, "TC_WRITEID": write_id} for partition in partitions])
 
         self.db.run(f"record writes of transaction {txn_id}", add)
+
+    # --- staging of writes (not in Hive) --------------------------------------------------------------------------
+    def register_staging(self, txn_id: int, database: str, table: str, partition: str | None) -> None:
+        """Record, before any file is written, where open transaction `txn_id` stages (partition None: anywhere in
+        the table), so housekeeping can remove what a killed write leaves. Commit forgets it (all is published)."""
+        database, table = database.lower(), table.lower()
+
+        def add(conn: Connection) -> None:
+            self.require_open(conn, txn_id, "stage files of")
+            conn.execute(s.txn_staging.insert().values(TS_TXNID=txn_id, TS_DATABASE=database, TS_TABLE=table,
+                                                       TS_PARTITION=partition))
+
+        self.db.run(f"record staging of transaction {txn_id}", add)
+
+    def abandoned_staging(self, *, limit: int = 1000) -> list[StagingRecord]:
+        """Staging records of transactions that are no longer open (aborted, timed out or gone), oldest first."""
+        ts, t = s.txn_staging.c, s.txns.c
+
+        def read(conn: Connection) -> list[StagingRecord]:
+            open_ = sa.exists().where(t.TXN_ID == ts.TS_TXNID, t.TXN_STATE == TXN_OPEN)
+            rows = conn.execute(sa.select(ts.TS_TXNID, ts.TS_DATABASE, ts.TS_TABLE, ts.TS_PARTITION).distinct()
+                                .where(~open_).order_by(ts.TS_TXNID).limit(limit)).all()
+            return [StagingRecord(*row) for row in rows]
+
+        return self.db.run("find abandoned staging", read, write=False)
+
+    def forget_staging(self, record: StagingRecord) -> None:
+        """Drop one staging record (its directories are gone); idempotent."""
+        ts = s.txn_staging.c
+        same_partition = (ts.TS_PARTITION.is_(None) if record.partition is None
+                          else ts.TS_PARTITION == record.partition)
+        self.db.run(f"forget staging of transaction {record.txn_id}", lambda conn: conn.execute(
+            s.txn_staging.delete().where(ts.TS_TXNID == record.txn_id, ts.TS_DATABASE == record.database,
+                                         ts.TS_TABLE == record.table, same_partition)))
 
     # --- snapshots ------------------------------------------------------------------------------------------------
     def snapshot(self, tables: Sequence[str] = (), *, current_txn: int | None = None) -> Snapshot:

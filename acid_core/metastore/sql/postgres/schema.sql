@@ -117,6 +117,15 @@ CREATE TABLE IF NOT EXISTS "TXN_TO_WRITE_ID" (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS "TBL_TO_TXN_ID_IDX" ON "TXN_TO_WRITE_ID" ("T2W_DATABASE", "T2W_TABLE", "T2W_TXNID");
 CREATE UNIQUE INDEX IF NOT EXISTS "TBL_TO_WRITE_ID_IDX" ON "TXN_TO_WRITE_ID" ("T2W_DATABASE", "T2W_TABLE", "T2W_WRITEID");
+-- Not in Hive: where an open write transaction stages files (TS_PARTITION NULL: anywhere in the table). Removed when
+-- the transaction commits or aborts cleanly; housekeeping removes the staging a killed write left, then the row.
+CREATE TABLE IF NOT EXISTS "TXN_STAGING" (
+  "TS_TXNID" bigint NOT NULL,
+  "TS_DATABASE" varchar(128) NOT NULL,
+  "TS_TABLE" varchar(256) NOT NULL,
+  "TS_PARTITION" varchar(767)
+);
+CREATE INDEX IF NOT EXISTS "TXN_STAGING_TXNID_IDX" ON "TXN_STAGING" ("TS_TXNID");
 CREATE TABLE IF NOT EXISTS "NEXT_WRITE_ID" (
   "NWI_DATABASE" varchar(128) NOT NULL,
   "NWI_TABLE" varchar(256) NOT NULL,

@@ -1,0 +1,344 @@
+"""One write transaction on one table: the way every writer here writes (`acid sql` INSERT, the demo writer, streaming
+ingest and the Spark writes, whose tasks only write files).
+
+`TableWrite.open` opens a transaction, allocates the table's write id, records where the write may stage files (a
+partition, or the whole table when the partitions are found while writing) and takes Hive's shared_write lock.
+`record` says which partitions it writes and how (TXN_COMPONENTS, written before the files, as Hive records them at
+lock time, so the cleaner finds the files of a write that aborts). Files are built in hidden staging directories
+(`layout.write_staging_name`, carrying the transaction id) beside their final directories and renamed into place;
+`commit` commits; `abort` removes what this write staged or published and aborts. A write killed before either leaves
+its staging behind: housekeeping (`remove_abandoned_staging`) removes it once the transaction is no longer open.
+
+Cost: five metastore round trips for a write (open, write id, staging record, lock, components) plus the commit;
+removing a killed write's staging lists its partition directory, or the partition directories of its table when it
+staged table-wide.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+
+from acid_core.bucketing import bucket_function
+from acid_core.errors import AcidError, NoSuchObjectError, NoSuchTxnError, TxnStateError, UsageError
+from acid_core.fs import FileSystem, ensure_inside
+from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, is_hidden, parse_partition_dir_name,
+                              parse_write_staging_name, write_staging_name)
+from acid_core.locations import DataLocation, data_location
+from acid_core.merge import read_snapshot
+from acid_core.metastore import Metastore
+from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.metastore.txns import Operation, StagingRecord
+from acid_core.rowid import RowId
+from acid_core.writer import EmbeddedWriter, WriteResult
+
+
+def strongest(current: Operation | None, operation: Operation) -> Operation:
+    """What a transaction did to one partition after also doing `operation` there: update and delete win over insert
+    (they drive first-committer-wins); a delete and an update make an update."""
+    if current is None or current is operation:
+        return operation
+    if operation is Operation.INSERT:
+        return current
+    return operation if current is Operation.INSERT else Operation.UPDATE
+
+
+class TableWrite:
+    """One open write transaction on one table; use `open` (or `open_batch` for streaming) to make one."""
+
+    def __init__(self, metastore: Metastore, table: TableInfo, txn_id: int, write_id: int, *, partition: str | None,
+                 agent_info: str, staged: bool) -> None:
+        self.metastore = metastore
+        self.table = table
+        self.txn_id = txn_id
+        self.write_id = write_id
+        self.partition = partition
+        self.agent_info = agent_info
+        self._registered_staging = staged
+        self._recorded: dict[str | None, Operation] = {}
+        self._staged: list[tuple[str, str]] = []  # (staging directory, final directory)
+        self._published: list[str] = []
+        self._ended = False
+        self._writer: EmbeddedWriter | None = None
+
+    # --- opening ----------------------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, metastore: Metastore, database: str, table: str, *, agent_info: str,
+             partition: Mapping[str, Any] | str | None = None, lock_timeout_ms: int = 60_000) -> "TableWrite":
+        """Open a transaction writing `table` (only `partition` when given, else anywhere in it), with its write id,
+        its staging record and a shared_write lock.
+
+        Raises:
+            NotTransactionalError, NoSuchObjectError: not an existing ACID table.
+            MetastoreError: the partition does not fit the table's keys.
+            LockTimeoutError: the lock was not granted in time (the transaction is aborted).
+        """
+        info = metastore.catalog.require_transactional(database, table)
+        name = _partition_name(info, partition)
+        txns = metastore.txns
+        txn_id = txns.open_txn(agent_info=agent_info)
+        try:
+            write_id = txns.allocate_write_ids([txn_id], info.database, info.name)[txn_id]
+            txns.register_staging(txn_id, info.database, info.name, name)
+        except BaseException:
+            _abort_quietly(metastore, txn_id)
+            raise
+        write = cls(metastore, info, txn_id, write_id, partition=name, agent_info=agent_info, staged=True)
+        try:
+            write.lock(timeout_ms=lock_timeout_ms)
+        except BaseException:
+            write.abort()
+            raise
+        return write
+
+    @classmethod
+    def open_batch(cls, metastore: Metastore, table: TableInfo, count: int, *, agent_info: str,
+                   partition: str | None) -> list["TableWrite"]:
+        """Open `count` transactions at once with consecutive write ids (Hive's streaming TransactionBatch); each is
+        locked when it begins (`lock`). They write in place (one delta for the batch), so they stage nothing."""
+        txns = metastore.txns
+        txn_ids = txns.open_txns(count, agent_info=agent_info)
+        try:
+            write_ids = txns.allocate_write_ids(txn_ids, table.database, table.name)
+        except BaseException:
+            txns.abort_txns(txn_ids)
+            raise
+        return [cls(metastore, table, txn_id, write_ids[txn_id], partition=partition, agent_info=agent_info,
+                    staged=False) for txn_id in txn_ids]
+
+    def lock(self, *, timeout_ms: int = 60_000) -> None:
+        """Take the shared_write lock on the partition (or the table) this write was opened for."""
+        component = LockComponent(self.table.database, self.table.name, self.partition, LockType.SHARED_WRITE)
+        self.metastore.locks.acquire([component], txn_id=self.txn_id, timeout_ms=timeout_ms,
+                                     agent_info=self.agent_info)
+
+    # --- what is written where --------------------------------------------------------------------------------------
+    def location(self, partition: str | None = None) -> DataLocation:
+        """The checked directory of `partition` (the table's directory for None)."""
+        return data_location(self.table, partition)
+
+    def record(self, partition: str | None, operation: Operation) -> None:
+        """Say this write writes `partition` (None: the unpartitioned table) by `operation`, before its files are
+        published (TXN_COMPONENTS, so the cleaner finds them if the write aborts); a new partition enters the catalog
+        at commit.
+
+        Raises:
+            UsageError: the partition lies outside what this write locked.
+            MetastoreError: the partition does not fit the table's keys.
+        """
+        if partition is not None:
+            partition = self.table.check_partition_name(partition)
+            self.location(partition)  # refused if its directory leads out of the table (a symbolic link)
+        if bool(self.table.partition_keys) != (partition is not None):
+            raise UsageError(f"{self.table.full_name} is {'' if self.table.partition_keys else 'not '}partitioned: "
+                             f"cannot record a write to {partition or 'the whole table'}")
+        if self.partition is not None and partition != self.partition:
+            raise UsageError(f"transaction {self.txn_id} locked {self.table.full_name} partition {self.partition} "
+                             f"only, not {partition}")
+        combined = strongest(self._recorded.get(partition), operation)
+        if self._recorded.get(partition) is combined:
+            return
+        self.metastore.txns.add_components(self.txn_id, self.table.database, self.table.name, [partition], combined)
+        self._recorded[partition] = combined
+
+    @property
+    def recorded(self) -> dict[str | None, Operation]:
+        """The partitions recorded so far and what was done to each."""
+        return dict(self._recorded)
+
+    def staging_name(self, final: str) -> str:
+        """The hidden name under which this write builds `final` (beside it, in its partition directory)."""
+        if not self._registered_staging:
+            raise UsageError(f"transaction {self.txn_id} writes in place (streaming) and stages nothing")
+        return write_staging_name(final, self.txn_id)
+
+    def staged(self, staging: str, final: str) -> None:
+        """Remember a staging directory that `publish` renames to `final` (and `abort` removes).
+
+        Raises:
+            PathOutsideTableError: either directory resolves outside the table's location.
+        """
+        where = self.location()
+        staging, final = (ensure_inside(where.table_root, path, fs=where.fs) for path in (staging, final))
+        if (staging, final) not in self._staged:
+            self._staged.append((staging, final))
+
+    def publish(self) -> tuple[str, ...]:
+        """Rename every remembered staging directory into place, each with its ACID format file first."""
+        fs = self.location().fs
+        for staging, final in self._staged[len(self._published):]:
+            fs.write_atomically(fs.join(staging, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
+            fs.rename(staging, final)
+            self._published.append(final)
+        return tuple(self._published)
+
+    # --- the embedded writer ----------------------------------------------------------------------------------------
+    def _embedded(self) -> EmbeddedWriter:
+        if self._writer is None:
+            info = self.table
+            where = self.location()
+            buckets = info.num_buckets if info.num_buckets > 0 else None
+            place = (bucket_function(info.columns, info.bucket_columns, info.num_buckets,
+                                     version=info.bucketing_version) if buckets else None)
+            self._writer = EmbeddedWriter(where.path, columns=info.columns,
+                                          partition_keys=[k.name for k in info.partition_keys], bucket_count=buckets,
+                                          bucket_function=place, compression=compression_of(info), fs=where.fs)
+        return self._writer
+
+    def _spec(self, partition: Mapping[str, Any] | None) -> tuple[str | None, dict | None]:
+        name = _partition_name(self.table, partition)
+        return name, (parse_partition_dir_name(name) if name is not None else None)
+
+    def insert(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]], *, partition: Mapping[str, Any] | None = None,
+               statement_id: int = 0, writer_id: int = 0) -> WriteResult:
+        """Insert rows with the embedded writer (checked first: a bad row writes nothing)."""
+        name, spec = self._spec(partition)
+        self.record(name, Operation.INSERT)
+        return self._embedded().insert(rows, write_id=self.write_id, statement_id=statement_id, partition=spec,
+                                       writer_id=writer_id, txn_id=self.txn_id)
+
+    def delete(self, row_ids: Iterable[RowId], *, partition: Mapping[str, Any] | None = None,
+               statement_id: int = 0) -> WriteResult:
+        """Delete rows by ROW__ID with the embedded writer."""
+        name, spec = self._spec(partition)
+        self.record(name, Operation.DELETE)
+        return self._embedded().delete(row_ids, write_id=self.write_id, statement_id=statement_id, partition=spec,
+                                       txn_id=self.txn_id)
+
+    def update(self, row_ids: Sequence[RowId], new_rows: Sequence[Sequence[Any] | Mapping[str, Any]], *,
+               partition: Mapping[str, Any] | None = None, statement_id: int = 0, writer_id: int = 0) -> WriteResult:
+        """Split-update with the embedded writer (a delete delta and a delta of one statement)."""
+        name, spec = self._spec(partition)
+        self.record(name, Operation.UPDATE)
+        return self._embedded().update(row_ids, new_rows, write_id=self.write_id, statement_id=statement_id,
+                                       partition=spec, writer_id=writer_id, txn_id=self.txn_id)
+
+    def read(self, partition: str | None = None, *, include_row_id: bool = False) -> pa.Table:
+        """The rows of `partition` (or the unpartitioned table) this transaction sees, its own writes included."""
+        snapshot = self.metastore.txns.snapshot([self.table.full_name], current_txn=self.txn_id)
+        where = self.location(partition)
+        return read_snapshot(where.path, write_ids=snapshot.write_ids[self.table.full_name], txns=snapshot.txns,
+                             include_row_id=include_row_id, missing_ok=True, fs=where.fs)
+
+    # --- ending -----------------------------------------------------------------------------------------------------
+    def commit(self) -> None:
+        """Publish what is still staged, add new partitions to the catalog and commit (forgetting the staging record
+        in the same database transaction).
+
+        Raises:
+            WriteConflictError: an update/delete of the same partition committed first; this write is aborted and
+                what it staged or published removed.
+            TxnAbortedError, NoSuchTxnError: the transaction timed out or was aborted meanwhile.
+        """
+        try:
+            self.publish()
+            for partition in self._recorded:
+                if partition is not None:
+                    self.metastore.catalog.add_partition(self.table.database, self.table.name,
+                                                         parse_partition_dir_name(partition))
+            self.metastore.txns.commit(self.txn_id)
+        except BaseException:
+            self.abort()
+            raise
+        self._ended = True
+
+    def abort(self) -> None:
+        """Remove what this write staged or published, forget its staging record and abort; quiet when the
+        transaction is no longer open (timed out, or aborted by a write conflict)."""
+        if self._ended:
+            return
+        self._ended = True
+        fs = self.location().fs
+        for staging, _ in self._staged:
+            fs.delete_dir(staging)
+        for final in self._published:
+            fs.delete_dir(final)
+        try:
+            if self._registered_staging:
+                self.metastore.txns.forget_staging(StagingRecord(self.txn_id, self.table.database, self.table.name,
+                                                                 self.partition))
+        finally:
+            _abort_quietly(self.metastore, self.txn_id)
+
+    def __enter__(self) -> "TableWrite":
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        """Commit when the block ends normally (unless it committed or aborted itself), abort when it raises."""
+        if exc_type is None:
+            if not self._ended:
+                self.commit()
+        else:
+            self.abort()
+
+
+def compression_of(table: TableInfo) -> str:
+    """The ORC compression a table's writes use: its `orc.compress` property, ZLIB by default (as Hive)."""
+    return (table.param("orc.compress") or "ZLIB").upper()
+
+
+def _partition_name(table: TableInfo, partition: Mapping[str, Any] | str | None) -> str | None:
+    if partition is None or isinstance(partition, str):
+        return None if partition is None else table.check_partition_name(partition)
+    return table.partition_name(partition)
+
+
+def _abort_quietly(metastore: Metastore, txn_id: int) -> None:
+    try:
+        metastore.txns.abort(txn_id)
+    except (TxnStateError, NoSuchTxnError):
+        pass  # timed out, aborted by a conflict, or never recorded
+
+
+# --- housekeeping: what killed writes left ----------------------------------------------------------------------------
+def remove_abandoned_staging(metastore: Metastore, *, limit: int = 1000) -> tuple[list[str], list[str]]:
+    """Remove the staging directories of writes whose transaction is no longer open (killed, timed out, or ended
+    without cleaning up), then their staging records. Returns (directories removed, problems); a record whose
+    directories could not be removed stays for the next run.
+
+    Only hidden directories named for that transaction (`.<final>.tmp-t<txn>[-<attempt>]`) are touched, inside the
+    table's real location; at most `limit` records per call.
+    """
+    removed: list[str] = []
+    problems: list[str] = []
+    for record in metastore.txns.abandoned_staging(limit=limit):
+        try:
+            removed.extend(_remove_staging_of(metastore, record))
+        except NoSuchObjectError:
+            pass  # the table is gone, and its records with it (drop table)
+        except AcidError as exc:
+            problems.append(f"transaction {record.txn_id} ({record.database}.{record.table}"
+                            f"{'/' + record.partition if record.partition else ''}): staging not removed: {exc}")
+            continue
+        metastore.txns.forget_staging(record)
+    return removed, problems
+
+
+def _remove_staging_of(metastore: Metastore, record: StagingRecord) -> list[str]:
+    table = metastore.catalog.get_table(record.database, record.table)
+    where = data_location(table, record.partition)
+    depth = 0 if record.partition is not None else len(table.partition_keys)
+    removed = []
+    for directory in _directories(where.fs, where.path, depth):
+        for child in where.fs.list_dir(directory, missing_ok=True):
+            staging = parse_write_staging_name(child.name) if child.is_dir else None
+            if staging is not None and staging.txn_id == record.txn_id:
+                where.fs.delete_dir(ensure_inside(where.table_root, child.path, fs=where.fs))
+                removed.append(child.path)
+    return removed
+
+
+def _directories(fs: FileSystem, root: str, depth: int) -> list[str]:
+    """`root` and, `depth` levels down, its visible subdirectories (the partition directories of a table)."""
+    level = [root]
+    found = [root]
+    for _ in range(depth):
+        level = [child.path for directory in level for child in fs.list_dir(directory, missing_ok=True)
+                 if child.is_dir and not is_hidden(child.name)]
+        found.extend(level)
+    return found
+
+
+__all__ = ["TableWrite", "compression_of", "remove_abandoned_staging", "strongest"]
