@@ -66,9 +66,10 @@ class TableWrite:
     # --- opening ----------------------------------------------------------------------------------------------------
     @classmethod
     def open(cls, metastore: Metastore, database: str, table: str, *, agent_info: str,
-             partition: Mapping[str, Any] | str | None = None, lock_timeout_ms: int = 60_000) -> "TableWrite":
+             partition: Mapping[str, Any] | str | None = None, lock_timeout_ms: int = 60_000,
+             lock_type: LockType = LockType.SHARED_WRITE) -> "TableWrite":
         """Open a transaction writing `table` (only `partition` when given, else anywhere in it), with its write id,
-        its staging record and a shared_write lock.
+        its staging record and a shared_write lock (excl_write with `lock_type`, as hive.txn.xlock.write asks).
 
         Raises:
             NotTransactionalError, NoSuchObjectError: not an existing ACID table.
@@ -87,7 +88,7 @@ class TableWrite:
             raise
         write = cls(metastore, info, txn_id, write_id, partition=name, agent_info=agent_info, staged=True)
         try:
-            write.lock(timeout_ms=lock_timeout_ms)
+            write.lock(timeout_ms=lock_timeout_ms, lock_type=lock_type)
         except BaseException:
             write.abort()
             raise
@@ -108,9 +109,9 @@ class TableWrite:
         return [cls(metastore, table, txn_id, write_ids[txn_id], partition=partition, agent_info=agent_info,
                     staged=False) for txn_id in txn_ids]
 
-    def lock(self, *, timeout_ms: int = 60_000) -> None:
-        """Take the shared_write lock on the partition (or the table) this write was opened for."""
-        component = LockComponent(self.table.database, self.table.name, self.partition, LockType.SHARED_WRITE)
+    def lock(self, *, timeout_ms: int = 60_000, lock_type: LockType = LockType.SHARED_WRITE) -> None:
+        """Take the write lock on the partition (or the table) this write was opened for."""
+        component = LockComponent(self.table.database, self.table.name, self.partition, lock_type)
         self.metastore.locks.acquire([component], txn_id=self.txn_id, timeout_ms=timeout_ms,
                                      agent_info=self.agent_info)
 

@@ -33,11 +33,10 @@ from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.engine import Clock, Identity
-from acid_core.metastore.locks import LockComponent, LockType
-from acid_core.metastore.txns import Operation, Snapshot
+from acid_core.metastore.txns import Snapshot
 from acid_core.rowid import RowId
+from acid_core.table_write import TableWrite
 from acid_core.validity import ValidTxnList
-from acid_core.writer import EmbeddedWriter
 
 pytestmark = pytest.mark.slow
 
@@ -136,28 +135,25 @@ class Run:
     def write(self, writer: Writer) -> None:
         store = _store(self.url, self.warehouse)
         random_ = random.Random(self.seed * 100 + writer.index)
-        table = store.catalog.get_table("default", TABLE)
-        files = EmbeddedWriter(table.location, columns=table.columns, partition_keys=["ds"])
         try:
             loop = 0
             while self.running(loop):
                 loop += 1
                 try:
-                    self._one_write(store, files, writer, random_)
+                    self._one_write(store, writer, random_)
                 except AcidError:
                     self.figures.error(f"writer {writer.index}")
                     return
         finally:
             store.close()
 
-    def _one_write(self, store: Metastore, files: EmbeddedWriter, writer: Writer, random_: random.Random) -> None:
-        txns = store.txns
-        txn_id = txns.open_txn(agent_info=f"writer {writer.index}")
-        new_state = dict(writer.state)
+    def _one_write(self, store: Metastore, writer: Writer, random_: random.Random) -> None:
         own = sorted(writer.state)
         kind = random_.choice(["insert", "insert", "update", "delete"]) if own else "insert"
+        write = TableWrite.open(store, "default", TABLE, agent_info=f"writer {writer.index}")
+        txn_id, write_id = write.txn_id, write.write_id
+        new_state = dict(writer.state)
         try:
-            write_id = txns.allocate_write_ids([txn_id], "default", TABLE)[txn_id]
             if kind == "insert":
                 keys = [writer.next_key + WRITERS * i for i in range(random_.randint(1, 4))]
                 writer_keys_next = keys[-1] + WRITERS
@@ -165,13 +161,9 @@ class Run:
                 keys = random_.sample(own, min(len(own), random_.randint(1, 2)))
                 writer_keys_next = writer.next_key
             partitions = sorted({partition_of(key) for key in keys})
-            store.locks.acquire([LockComponent("default", TABLE, p, LockType.SHARED_WRITE) for p in partitions],
-                                txn_id=txn_id, agent_info=f"writer {writer.index}")
-            operation = {"insert": Operation.INSERT, "update": Operation.UPDATE, "delete": Operation.DELETE}[kind]
-            txns.add_components(txn_id, "default", TABLE, partitions, operation)
             row_ids: dict[int, RowId] = {}
             if kind != "insert":
-                snapshot = txns.snapshot([NAME], current_txn=txn_id)
+                snapshot = store.txns.snapshot([NAME], current_txn=txn_id)
                 rows = _rows(store, snapshot, self.location, row_ids=True)
                 mine = {row["id"]: row for row in rows if row["id"] % WRITERS == writer.index}
                 self.check("update/delete pre-read", snapshot, rows)
@@ -182,34 +174,31 @@ class Run:
                 chosen = [key for key in keys if partition_of(key) == partition]
                 if kind == "insert":
                     values = {key: f"w{write_id}" for key in chosen}
-                    files.insert([(key, values[key]) for key in chosen], write_id=write_id, partition=spec)
+                    write.insert([(key, values[key]) for key in chosen], partition=spec)
                     new_state.update(values)
                 elif kind == "update":
                     values = {key: f"u{write_id}" for key in chosen}
-                    files.update([row_ids[key] for key in chosen], [(key, values[key]) for key in chosen],
-                                 write_id=write_id, partition=spec)
+                    write.update([row_ids[key] for key in chosen], [(key, values[key]) for key in chosen],
+                                 partition=spec)
                     new_state.update(values)
                 else:
-                    files.delete([row_ids[key] for key in chosen], write_id=write_id, partition=spec)
+                    write.delete([row_ids[key] for key in chosen], partition=spec)
                     for key in chosen:
                         del new_state[key]
             if random_.random() < 0.1:
-                txns.abort(txn_id)
+                write.abort()
                 self.figures.add("transactions aborted on purpose")
                 return
             # Recorded before the commit: a reader may see the commit before commit() returns here, and an entry
             # whose transaction never commits is valid in no snapshot.
             writer.history.append((txn_id, new_state))
-            txns.commit(txn_id)
+            write.commit()
         except TxnAbortedError:  # first committer wins (WriteConflictError), or timed out
             writer.history.pop()
             self.figures.add("transactions lost a conflict")
             return
         except BaseException:
-            try:
-                txns.abort(txn_id)
-            except AcidError:
-                pass
+            write.abort()
             raise
         writer.state = new_state
         writer.next_key = writer_keys_next

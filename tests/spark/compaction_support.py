@@ -16,10 +16,10 @@ import pyarrow as pa
 
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
-from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.metastore.locks import LockType
 from acid_core.metastore.txns import Operation, full_table_name
 from acid_core.rowid import RowId
-from acid_core.writer import EmbeddedWriter
+from acid_core.table_write import TableWrite
 from processes import kill_session
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -60,38 +60,23 @@ class AcidTable:
     def location(self, p: int) -> Path:
         return Path(self.info.partition_location(self.partition(p)))
 
-    def _writer(self) -> EmbeddedWriter:
-        info = self.info
-        return EmbeddedWriter(info.location, columns=info.columns, partition_keys=["p"])
-
     def _write(self, p: int, operation: Operation, lock_type: LockType, write, *, abort: bool = False) -> int:
-        """One transaction: write id, lock, components, the files, then commit (or abort when asked)."""
-        txns = self.metastore.txns
-        txn_id = txns.open_txn(agent_info=f"test {operation.name.lower()}")
-        try:
-            write_id = txns.allocate_write_ids([txn_id], self.database, self.name)[txn_id]
-            self.metastore.locks.acquire([LockComponent(self.database, self.name, self.partition(p), lock_type)],
-                                         txn_id=txn_id, timeout_ms=10_000)
-            txns.add_components(txn_id, self.database, self.name, [self.partition(p)], operation)
-            write(write_id)
-        except BaseException:
-            txns.abort(txn_id)
-            raise
-        if abort:
-            txns.abort(txn_id)
-        else:
-            txns.commit(txn_id)
-        self.metastore.catalog.add_partition(self.database, self.name, {"p": p})
-        return write_id
+        """One write transaction on partition `p` (acid_core's TableWrite); committed unless `abort`."""
+        with TableWrite.open(self.metastore, self.database, self.name, partition=self.partition(p),
+                             agent_info=f"test {operation.name.lower()}", lock_timeout_ms=10_000,
+                             lock_type=lock_type) as txn:
+            write(txn)
+            if abort:
+                txn.abort()
+        return txn.write_id
 
     def insert(self, p: int, rows: list[tuple], *, abort: bool = False) -> int:
         return self._write(p, Operation.INSERT, LockType.SHARED_WRITE,
-                           lambda write_id: self._writer().insert(rows, write_id=write_id, partition={"p": p}),
-                           abort=abort)
+                           lambda txn: txn.insert(rows, partition={"p": p}), abort=abort)
 
     def delete(self, p: int, row_ids: list[RowId]) -> int:
         return self._write(p, Operation.DELETE, LockType.EXCL_WRITE,
-                           lambda write_id: self._writer().delete(row_ids, write_id=write_id, partition={"p": p}))
+                           lambda txn: txn.delete(row_ids, partition={"p": p}))
 
     def rows(self, p: int) -> pa.Table:
         """The partition's rows with their ROW__IDs, under a snapshot taken from the metastore now, in ROW__ID order."""
