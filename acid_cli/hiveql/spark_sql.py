@@ -64,14 +64,21 @@ def parse_tree(text: str) -> exp.Expr:
         lines = text.split("\n")
         line = min(max(int(error.get("line") or 1), 1), len(lines))
         offset = sum(len(previous) + 1 for previous in lines[:line - 1]) + max(int(error.get("col") or 0) - len(found), 0)
-        detail = re.sub(r"<class '(?:[\w.]+\.)?(\w+)'>", r"\1", str(error.get("description") or exc).splitlines()[0])
-        raise SparkSyntaxError(f"{detail}" + (f", found '{found}'" if found else ""), text=text,
-                               offset=min(offset, len(text))) from None
+        raise SparkSyntaxError(_readable(str(error.get("description") or exc)) + (f", found '{found}'" if found else ""),
+                               text=text, offset=min(offset, len(text))) from None
     except TokenError as exc:
         raise SparkSyntaxError(f"cannot split into tokens ({exc})", text=text, offset=0) from None
     if isinstance(tree, exp.Command):  # sqlglot's fallback for statements its grammar does not cover
         raise SparkSyntaxError("sqlglot's Spark grammar does not cover this statement", text=text, offset=0)
     return tree
+
+
+def _readable(description: str) -> str:
+    """sqlglot's error description on one line, without Python reprs of its classes and tokens."""
+    description = re.sub(r"Required keyword: '(\w+)' missing for <class '(?:[\w.]+\.)?(\w+)'>",
+                         r"incomplete \2 (no \1)", description.splitlines()[0])
+    description = re.sub(r"<Token token_type: TokenType\.SENTINEL\b[^>]*>", "end of input", description)
+    return re.sub(r"<Token token_type: TokenType\.\w+, text: (.*?), line: [^>]*>", r"'\1'", description)
 
 
 def parse_engine_statement(text: str) -> SparkStatement:
