@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime
 import decimal
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from collections.abc import Callable
+from typing import Union
 
 
 def _source_text():
@@ -457,5 +458,5 @@ class SparkMerge:
     clauses: tuple[MergeUpdate | MergeDelete | MergeInsert, ...]
 
 
-SparkStatement = Union[SparkQuery, SparkInsert, SparkUpdate, SparkDelete, SparkMerge]
+SparkStatement = SparkQuery | SparkInsert | SparkUpdate | SparkDelete | SparkMerge
 """An engine statement's parts, as `spark_sql.parse_engine_statement` reads them."""

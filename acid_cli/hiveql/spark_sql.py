@@ -19,7 +19,8 @@ Cost: time linear in the statement's length; pure (no I/O).
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
+from functools import cached_property
 
 import sqlglot
 from sqlglot import exp
@@ -63,9 +64,10 @@ def parse_tree(text: str) -> exp.Expr:
         found = error.get("highlight") or ""
         lines = text.split("\n")
         line = min(max(int(error.get("line") or 1), 1), len(lines))
-        offset = sum(len(previous) + 1 for previous in lines[:line - 1]) + max(int(error.get("col") or 0) - len(found), 0)
-        raise SparkSyntaxError(_readable(str(error.get("description") or exc)) + (f", found '{found}'" if found else ""),
-                               text=text, offset=min(offset, len(text))) from None
+        column = max(int(error.get("col") or 0) - len(found), 0)  # sqlglot's col is where the found token ends
+        offset = sum(len(previous) + 1 for previous in lines[:line - 1]) + column
+        detail = _readable(str(error.get("description") or exc)) + (f", found '{found}'" if found else "")
+        raise SparkSyntaxError(detail, text=text, offset=min(offset, len(text))) from None
     except TokenError as exc:
         raise SparkSyntaxError(f"cannot split into tokens ({exc})", text=text, offset=0) from None
     if isinstance(tree, exp.Command):  # sqlglot's fallback for statements its grammar does not cover
@@ -156,7 +158,6 @@ class _Reader:
 
     def __init__(self, text: str, tree: exp.Expr) -> None:
         self.text = text
-        self.tokens: list[Token] = sqlglot.tokenize(text, read=DIALECT)
         self.references: list[TableReference] = []
         for table in tree.find_all(exp.Table):
             if not isinstance(table.this, exp.Identifier) or _is_cte_reference(table):
@@ -170,6 +171,11 @@ class _Reader:
                                                   max(p.meta["end"] for p in parts) + 1, needs_alias))
 
     # -- text and tokens --------------------------------------------------------------------------------------
+
+    @cached_property
+    def tokens(self) -> list[Token]:
+        """sqlglot's tokens of the statement (a query needs none)."""
+        return sqlglot.tokenize(self.text, read=DIALECT)
 
     def piece(self, *spans: tuple[int, int]) -> SparkText:
         """The text of `spans` (character ranges, in order) joined, with the tables read in them."""
@@ -248,7 +254,7 @@ class _Reader:
         if tree.args.get("overwrite"):
             raise UsageError("INSERT OVERWRITE is not supported (it would replace data wholesale; use DELETE and "
                              "INSERT in transactions)")
-        if tree.args.get("by_name") or tree.args.get("where") or tree.args.get("exists"):
+        if any(tree.args.get(key) for key in ("by_name", "where", "exists", "partition")):
             raise UsageError("INSERT INTO ... BY NAME, REPLACE WHERE and IF NOT EXISTS are not supported")
         target, columns = tree.this, ()
         if isinstance(target, exp.Schema):

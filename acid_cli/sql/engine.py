@@ -9,13 +9,13 @@ nothing of the session that prints it. The Spark master comes from `ACID_SPARK_M
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from acid_cli.hiveql import ast
 from acid_cli.hiveql.spark_sql import parse_engine_statement
 from acid_cli.sql.results import ResultSet, result
-from acid_core.errors import UsageError
+from acid_core.errors import NoSuchTxnError, TxnStateError, UsageError
 from acid_core.metastore import Metastore
 
 
@@ -59,9 +59,14 @@ class _Snapshot:
         return self.spark.sql(self.text(text)).localCheckpoint(eager=True)
 
     def close(self) -> None:
+        """Commit the read-only transaction. One that timed out meanwhile (hive.txn.timeout) wrote nothing, and a
+        read whose files the cleaner then removed has failed already, so that is not an error of the statement."""
         if self.txn_id is not None:
-            self.metastore.txns.commit(self.txn_id)
-            self.txn_id = None
+            txn_id, self.txn_id = self.txn_id, None
+            try:
+                self.metastore.txns.commit(txn_id)
+            except (TxnStateError, NoSuchTxnError):
+                pass
 
 
 class SparkEngine:
