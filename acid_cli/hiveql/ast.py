@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Union
 
 

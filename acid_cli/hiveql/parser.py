@@ -18,6 +18,7 @@ columns among the table's, VALUES literals as Hive converts them without an engi
 Error positions are `line:column` in the text given to parse_script / parse_statement, the line counted from 1 and
 the column from 0, as in Hive's ParseException ("line 1:21 ...").
 """
+
 from __future__ import annotations
 
 from typing import Iterator
