@@ -870,3 +870,29 @@ def test_cli_usage_errors_exit_2(tmp_path, args):
     assert result.stderr.startswith("acid sql: error: ") and "Traceback" not in result.stderr
     assert not (tmp_path / "home").exists()
 
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Structure
+
+
+def test_acid_cli_modules_import_one_way():
+    """No import cycle among acid_cli's modules, counting imports inside functions (issue 10: engine <-> session)."""
+    import ast as python_ast
+
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "acid_cli").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        graph[module] = set()
+        for node in python_ast.walk(python_ast.parse(path.read_text())):
+            if isinstance(node, python_ast.ImportFrom) and node.module and node.level == 0:
+                graph[module] |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+            elif isinstance(node, python_ast.Import):
+                graph[module] |= {alias.name for alias in node.names}
+    graph = {module: {d for d in imported if d in graph and d != module} for module, imported in graph.items()}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(d == goal or (d not in seen and not seen.add(d) and reaches(d, goal, seen)) for d in graph[start])
+
+    assert sorted(m for m in graph if reaches(m, m, set())) == []
+    assert "acid_cli.sql.session" not in graph["acid_cli.sql.engine"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -328,9 +329,10 @@ class AbortCompactions(Statement):
 
 @dataclass(frozen=True, slots=True)
 class EngineStatement(Statement):
-    """A statement recognized by its leading keywords and handed to a query engine (Spark) unparsed.
+    """A statement recognized by its leading keywords, syntax-checked by `spark_sql` and handed to a query engine.
 
-    `kind` is one of ENGINE_KINDS; `text` is the source text, which here does take part in equality.
+    `kind` is one of ENGINE_KINDS; `text` is the source text, which here does take part in equality. The engine reads
+    its parts with `spark_sql.parse_engine_statement` when it runs it (names resolve in the database current then).
     """
 
     kind: str
@@ -339,3 +341,122 @@ class EngineStatement(Statement):
 
 ENGINE_KINDS = ("SELECT", "WITH", "FROM", "INSERT INTO", "INSERT OVERWRITE", "UPDATE", "DELETE", "MERGE")
 """The `kind`s of EngineStatement: the statement's leading keyword(s), uppercase."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableReference:
+    """A table a piece of Spark SQL reads, written at `text[start:end]` of that piece (backquotes included).
+
+    `needs_alias` when the text gives the table no alias: the view standing in for it is then aliased by the table's
+    name, so that columns qualified by the table name (`t.id`) still resolve.
+    """
+
+    name: TableName
+    start: int
+    end: int
+    needs_alias: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SparkText:
+    """A piece of Spark SQL as the user wrote it (a query, a condition or an expression) and the tables it reads."""
+
+    text: str
+    tables: tuple[TableReference, ...] = ()
+
+    def render(self, view: Callable[[TableName], str]) -> str:
+        """The text with every table name replaced by `view(name)`, a backquote-safe view name."""
+        pieces, last = [], 0
+        for reference in sorted(self.tables, key=lambda r: r.start):
+            alias = " AS `" + reference.name.table.replace("`", "``") + "`" if reference.needs_alias else ""
+            pieces += [self.text[last:reference.start], view(reference.name) + alias]
+            last = reference.end
+        return "".join(pieces) + self.text[last:]
+
+
+@dataclass(frozen=True, slots=True)
+class SparkQuery:
+    """`[WITH ...] SELECT ...` or Hive's `FROM ... SELECT ...`: the whole statement is the query."""
+
+    query: SparkText
+
+
+@dataclass(frozen=True, slots=True)
+class SparkInsert:
+    """`[WITH ...] INSERT INTO [TABLE] [db.]t [PARTITION (k='v', k2, ...)] [(col, ...)] query`.
+
+    `partition` holds the keys given a value (static partitioning), `dynamic_keys` those named without one; `query`
+    includes a WITH written before INSERT.
+    """
+
+    table: TableName
+    query: SparkText
+    partition: PartitionSpec | None = None
+    dynamic_keys: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+
+
+Assignments = tuple[tuple[str, SparkText], ...]
+"""`SET column = expression, ...` as (lowercase column name, expression) pairs in the order written."""
+
+
+@dataclass(frozen=True, slots=True)
+class SparkUpdate:
+    """`UPDATE [db.]t SET column = expression, ... [WHERE condition]`."""
+
+    table: TableName
+    assignments: Assignments
+    condition: SparkText | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SparkDelete:
+    """`DELETE FROM [db.]t [WHERE condition]`."""
+
+    table: TableName
+    condition: SparkText | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeUpdate:
+    """`WHEN MATCHED [AND condition] THEN UPDATE SET column = expression, ...`."""
+
+    assignments: Assignments
+    condition: SparkText | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeDelete:
+    """`WHEN MATCHED [AND condition] THEN DELETE`."""
+
+    condition: SparkText | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeInsert:
+    """`WHEN NOT MATCHED [AND condition] THEN INSERT [(column, ...)] VALUES (expression, ...)`; no columns means
+    the table's columns then its partition keys, in order."""
+
+    values: tuple[SparkText, ...]
+    columns: tuple[str, ...] = ()
+    condition: SparkText | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SparkMerge:
+    """`MERGE INTO [db.]t [[AS] alias] USING source [[AS] alias] ON condition WHEN ...`.
+
+    `source` is a table or a query (a parenthesized subquery); the clauses are in the order written, at most one of
+    each kind.
+    """
+
+    table: TableName
+    target_alias: str
+    source: TableName | SparkText
+    source_alias: str
+    on: SparkText
+    clauses: tuple[MergeUpdate | MergeDelete | MergeInsert, ...]
+
+
+SparkStatement = SparkQuery | SparkInsert | SparkUpdate | SparkDelete | SparkMerge
+"""An engine statement's parts, as `spark_sql.parse_engine_statement` reads them."""

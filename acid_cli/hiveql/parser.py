@@ -1,10 +1,19 @@
-"""A recursive-descent parser for the HiveQL statements `acid sql` runs; pure (no I/O, no metastore).
+"""A recursive-descent parser for the HiveQL statements `acid sql` runs itself; pure (no I/O, no metastore).
 
 The grammar is the subset of Hive's (parser/.../HiveParser.g, ShowStatementParser.g, AlterClauseParser.g,
-CreateDDLParser.g) listed in ast.py, with Hive's clause order and reserved words. Statements that need a query engine
-(SELECT, INSERT ... SELECT, INSERT OVERWRITE, UPDATE, DELETE, MERGE) are recognized by their leading keywords only.
-This module splits a script into statements and parses each statement's clauses; token handling, names and syntax
-errors are in `cursor`, column types in `types`, VALUES literals in `literals`.
+CreateDDLParser.g) listed in ast.py, with Hive's clause order and reserved words. This module splits a script into
+statements and parses each statement's clauses; token handling, names and syntax errors are in `cursor`, column types
+in `types`, VALUES literals in `literals`.
+
+Statements that need a query engine (SELECT, INSERT ... SELECT, INSERT OVERWRITE, UPDATE, DELETE, MERGE) are
+recognized by their leading keywords and syntax-checked here with sqlglot (`spark_sql`), so that a script with a bad
+query runs nothing; Spark runs them, and `spark_sql` reads their parts when they run.
+
+Why a hand-written parser still: sqlglot (Hive and Spark dialects) has no grammar for Hive's ACID administration.
+It parses SHOW COMPACTIONS, SHOW LOCKS, SHOW TRANSACTIONS and ALTER TABLE ... COMPACT only as opaque `Command`s
+(the text after the first word, unparsed) and fails on ABORT TRANSACTIONS / ABORT COMPACTIONS; for the DDL and
+INSERT ... VALUES it parses, it has none of Hive's checks this parser makes (reserved words, STORED AS ORC, bucketing
+columns among the table's, VALUES literals as Hive converts them without an engine) nor Hive's error positions.
 
 Error positions are `line:column` in the text given to parse_script / parse_statement, the line counted from 1 and
 the column from 0, as in Hive's ParseException ("line 1:21 ...").
@@ -22,6 +31,7 @@ from acid_cli.hiveql.ast import (AbortCompactions, AbortTransactions, AlterTable
 from acid_cli.hiveql.cursor import (EXCERPT_LENGTH, RESERVED_WORDS, HiveQLSyntaxError, TokenCursor, describe,
                                     excerpt, line_column)
 from acid_cli.hiveql.literals import check_row_sizes, parse_row
+from acid_cli.hiveql.spark_sql import SparkSyntaxError, parse_tree
 from acid_cli.hiveql.tokens import Token, TokenizeError, TokenKind, tokenize
 from acid_cli.hiveql.types import parse_column_list
 
@@ -97,8 +107,18 @@ class _Parser(TokenCursor):
             self.expect_end()
             return statement
         if word in ("SELECT", "WITH", "FROM", "UPDATE", "DELETE", "MERGE"):
-            return EngineStatement(word, self.text)
+            return self.engine_statement(word)
         self.fail(["a statement (" + ", ".join(_STATEMENT_WORDS) + ")"])
+
+    def engine_statement(self, kind: str) -> EngineStatement:
+        """A statement for the query engine, recognized by `kind`; its syntax checked by sqlglot's Spark dialect."""
+        try:
+            parse_tree(self.text)
+        except SparkSyntaxError as exc:
+            line, column = line_column(self.script, self.tokens[0].start + exc.offset)
+            raise HiveQLSyntaxError(exc.detail, statement=self.text, line=line, column=column) from None
+        self.index = len(self.tokens)
+        return EngineStatement(kind, self.text)
 
     def create(self) -> Statement:
         kind = self.expect("DATABASE", "SCHEMA", "TABLE")
@@ -334,11 +354,9 @@ class _Parser(TokenCursor):
     def insert(self) -> Statement:
         mode = self.expect("INTO", "OVERWRITE")
         if mode.is_word("OVERWRITE"):
-            self.index = len(self.tokens)
-            return EngineStatement("INSERT OVERWRITE", self.text)
+            return self.engine_statement("INSERT OVERWRITE")
         if self.needs_engine():
-            self.index = len(self.tokens)
-            return EngineStatement("INSERT INTO", self.text)
+            return self.engine_statement("INSERT INTO")
         self.accept("TABLE")
         table = self.table_name()
         partition = self.optional_partition()

@@ -4,6 +4,8 @@ The whole script is parsed before anything runs; statements then run in order, e
 failure stops the script with an error that names the statement (what earlier statements did stays done, as in Hive's
 CLI). Statements that need a query engine (SELECT, INSERT ... SELECT, UPDATE, DELETE, MERGE) run on Spark SQL
 (acid_cli.sql.engine), which starts only when a script has one.
+
+Imports point one way: this module -> session -> engine -> results; ddl, admin and dml use the session.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Callable, TextIO
 
 from acid_cli.hiveql import ast, parse_script
 from acid_cli.sql import admin, ddl, dml
+from acid_cli.sql.results import ResultSet
 from acid_cli.sql.session import Session
 from acid_core.errors import AcidError
 from acid_core.metastore import Metastore
@@ -47,7 +50,11 @@ def execute(session: Session, statement: ast.Statement) -> None:
     """
     try:
         if isinstance(statement, ast.EngineStatement):
-            session.engine().execute(statement)
+            outcome = session.engine().execute(statement, database=session.database)
+            if isinstance(outcome, ResultSet):
+                session.show(outcome)
+            else:
+                session.say(outcome)
         else:
             HANDLERS[type(statement)](session, statement)
     except AcidError as exc:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from acid_cli.hiveql import ast
-from acid_cli.sql.session import Session, result, shown
+from acid_cli.sql.results import result, shown
+from acid_cli.sql.session import Session
 from acid_core.errors import MetastoreError, NoSuchObjectError
 from acid_core.metastore.compactions import CompactionInfo, CompactionState, CompactionType
 from acid_core.metastore.locks import LOCK_ACQUIRED, LockType

@@ -7,7 +7,8 @@ import os
 import time
 
 from acid_cli.hiveql import ast
-from acid_cli.sql.session import Session, result
+from acid_cli.sql.results import result
+from acid_cli.sql.session import Session
 from acid_core.errors import FileSystemError, MetastoreError
 from acid_core.fs import FileSystem, is_absolute_location
 from acid_core.metastore.catalog import check_identifier

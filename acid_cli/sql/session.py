@@ -1,25 +1,16 @@
-"""A `acid sql` session: the metastore, the current database, and how results are printed."""
+"""A `acid sql` session: the metastore, the current database, the Spark engine once needed, how results print."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence, TextIO
+from typing import TextIO
 
 from acid_cli.output import to_json_value, write_table
+from acid_cli.sql.engine import SparkEngine
+from acid_cli.sql.results import ResultSet
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import DEFAULT_DATABASE
-
-NO_VALUE = " --- "  # Hive's MetaStoreUtils.NO_VAL for missing values in SHOW output
-
-
-@dataclass(frozen=True, slots=True)
-class ResultSet:
-    """Rows a statement returns: human headers, machine keys (for --format jsonl) and the rows."""
-
-    headers: tuple[str, ...]
-    keys: tuple[str, ...]
-    rows: tuple[tuple[Any, ...], ...]
 
 
 @dataclass(slots=True)
@@ -31,14 +22,12 @@ class Session:
     wait_poll_s: float = 1.0
     wait_timeout_ms: int = 300_000  # hive.compactor.wait.timeout
     messages: list[str] = field(default_factory=list)
-    _engine: object = None
+    _engine: SparkEngine | None = None
 
-    def engine(self):
-        """The Spark SQL engine for statements that need one (built on first use)."""
+    def engine(self) -> SparkEngine:
+        """The Spark SQL engine for statements that need one (made on first use; it starts Spark on its first query)."""
         if self._engine is None:
-            from acid_cli.sql.engine import SparkEngine
-
-            self._engine = SparkEngine(self)
+            self._engine = SparkEngine(self.metastore)
         return self._engine
 
     def close(self) -> None:
@@ -65,11 +54,3 @@ class Session:
         else:
             write_table(result.headers, result.rows, self.out)
 
-
-def shown(value: Any) -> Any:
-    """Hive prints a missing value as ' --- '."""
-    return NO_VALUE if value is None else value
-
-
-def result(headers: Sequence[str], keys: Sequence[str], rows) -> ResultSet:
-    return ResultSet(tuple(headers), tuple(keys), tuple(tuple(row) for row in rows))

@@ -63,3 +63,41 @@ def test_engine_errors_name_the_statement(session):
         run(session, "SELECT * FROM nope")
     with pytest.raises(StatementError, match="not supported"):
         run(session, "INSERT OVERWRITE TABLE x SELECT 1")
+
+
+ACID = "STORED AS ORC TBLPROPERTIES ('transactional'='true')"
+
+
+def test_queries_with_extract_trim_ctes_quoted_names_and_joins(session):
+    """The queries the token scanner read wrongly (issue 10): names inside EXTRACT/TRIM and CTE names are not tables."""
+    run(session, f"CREATE TABLE e (id int, d date, name string) {ACID}; CREATE DATABASE s; "
+                 f"CREATE TABLE s.u (id int, v string) {ACID}; "
+                 "INSERT INTO e VALUES (1, DATE '2023-05-01', '  a '), (2, DATE '2024-01-02', 'b  '), "
+                 "(3, DATE '2024-12-31', 'c'); INSERT INTO s.u VALUES (1, 'x'), (3, 'z')")
+    assert run(session, "SELECT EXTRACT(year FROM d) AS y FROM e ORDER BY id") == [{"y": 2023}, {"y": 2024},
+                                                                                   {"y": 2024}]
+    assert run(session, "WITH x AS (SELECT id FROM e) SELECT count(*) AS n FROM x") == [{"n": 3}]
+    assert run(session, "SELECT TRIM(BOTH ' ' FROM name) AS n FROM e ORDER BY id") == [{"n": "a"}, {"n": "b"},
+                                                                                       {"n": "c"}]
+    rows = run(session, "SELECT e.id, u.v, 'it''s' AS q FROM `default`.`e` JOIN `S`.u ON e.id = u.id "
+                        "WHERE e.id IN (SELECT id FROM s.u WHERE v <> 'y') ORDER BY e.id")
+    assert rows == [{"id": 1, "v": "x", "q": "it's"}, {"id": 3, "v": "z", "q": "it's"}]  # Spark reads 'it''s'
+    assert run(session, "USE s; FROM u SELECT max(id) AS m")[-1] == {"m": 3}  # Hive's FROM-first form
+    assert session.metastore.txns.show_transactions() == []  # every snapshot's transaction is committed
+
+
+def test_dml_with_subqueries_ctes_and_a_merge_source_query(session):
+    run(session, f"CREATE TABLE t (id int, name string) {ACID}; CREATE TABLE src (id int, name string) {ACID}; "
+                 "INSERT INTO src VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')")
+    run(session, "WITH q AS (SELECT id, name FROM src WHERE id <= 3) INSERT INTO t SELECT * FROM q")
+    run(session, "DELETE FROM t WHERE id IN (SELECT id FROM src WHERE name = 'b')")
+    run(session, "UPDATE t SET name = concat(name, '!') "
+                 "WHERE id IN (WITH q AS (SELECT id FROM src) SELECT id FROM q WHERE EXTRACT(year FROM now()) > 2000 "
+                 "AND id > 2)")
+    assert run(session, "SELECT id, name FROM t ORDER BY id") == [{"id": 1, "name": "a"}, {"id": 3, "name": "c!"}]
+    run(session, "MERGE INTO t USING (SELECT id, upper(name) AS name FROM src WHERE id <> 1) s ON t.id = s.id "
+                 "WHEN MATCHED AND s.id = 3 THEN UPDATE SET name = CASE WHEN s.id = 3 THEN s.name END "
+                 "WHEN NOT MATCHED THEN INSERT (id, name) VALUES (s.id, TRIM(LEADING 'x' FROM s.name))")
+    assert run(session, "SELECT id, name FROM t ORDER BY id") == [
+        {"id": 1, "name": "a"}, {"id": 2, "name": "B"}, {"id": 3, "name": "C"}, {"id": 4, "name": "D"}]
+    assert session.metastore.txns.show_transactions() == []
