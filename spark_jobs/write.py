@@ -276,7 +276,8 @@ def delete(spark, metastore: Metastore, database: str, table: str, condition: st
 
     write = _Write(metastore, database, table, "spark delete")
     try:
-        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id)
+        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id) \
+            .alias(write.table.name)  # the condition may qualify columns with the table's name
         results = _delete_frame(write, snapshot.filter(F.expr(condition)), 0)
         write.finish({part: Operation.DELETE for part, _, _ in results})
     except BaseException:
@@ -302,7 +303,8 @@ def update(spark, metastore: Metastore, database: str, table: str, condition: st
         unknown = set(assignments) - {c.name for c in info.columns}
         if unknown:
             raise AcidError(f"update of {info.full_name}: {sorted(unknown)} are not columns")
-        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id)
+        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id) \
+            .alias(write.table.name)  # the condition may qualify columns with the table's name
         matched = snapshot.filter(F.expr(condition)).cache()
         deleted = _delete_frame(write, matched, 0)
         new_rows = matched.select(*[F.expr(assignments[c.name]).alias(c.name) if c.name in assignments

@@ -195,3 +195,12 @@ def test_random_dml_matches_an_independent_model(spark, store):
             for k in keys:
                 model[k] = (f"m{k}", model[k][1], model[k][2]) if k in model else (f"m{k}", 7.0, "b")
         assert visible(store, "parts") == model, f"step {step} ({kind})"
+
+
+def test_conditions_may_qualify_columns_with_the_table_name(spark, store):
+    from decimal import Decimal as D
+
+    write.insert(store, "default", "plain", frame(spark, [(i, f"n{i}", D(i)) for i in range(6)]))
+    assert write.delete(spark, store, "default", "plain", "plain.id < 2").deleted == 2
+    assert write.update(spark, store, "default", "plain", "plain.id = 5", {"name": "upper(plain.name)"}).inserted == 1
+    assert visible(store, "plain") == {2: ("n2", 2.0), 3: ("n3", 3.0), 4: ("n4", 4.0), 5: ("N5", 5.0)}
