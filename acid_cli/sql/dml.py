@@ -12,12 +12,9 @@ from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError, InvalidRowError, MetastoreError
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
+from acid_core.types import INTEGER_KINDS, TEXT_KINDS, parse_type
 from acid_core.values import RowChecker
 from acid_core.writer import EmbeddedWriter
-
-_INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
-_DECIMAL = re.compile(r"decimal(?:\((\d+),\s*(\d+)\))?")
-_LENGTH = re.compile(r"(varchar|char)\((\d+)\)")
 
 
 def _fail(value, type_name: str, column: str) -> InvalidRowError:
@@ -46,9 +43,10 @@ def convert(value: ast.Literal, type_name: str, column: str):
         return convert(convert(value.value, value.type, column), type_name, column)
     if value is None:
         return None
-    kind = type_name.lower()
+    hive_type = parse_type(type_name)
+    kind = hive_type.kind
     try:
-        if kind in _INTEGER_TYPES:
+        if kind in INTEGER_KINDS:
             if isinstance(value, bool):
                 raise ValueError
             if isinstance(value, decimal.Decimal) and value == value.to_integral_value():
@@ -58,7 +56,7 @@ def convert(value: ast.Literal, type_name: str, column: str):
             if isinstance(value, int):
                 return value
             raise ValueError
-        if _DECIMAL.fullmatch(kind):
+        if kind == "decimal":
             if isinstance(value, (bool, datetime.date)):
                 raise ValueError
             return decimal.Decimal(str(value).strip())
@@ -72,10 +70,9 @@ def convert(value: ast.Literal, type_name: str, column: str):
             if isinstance(value, str) and value.strip().lower() in ("true", "false"):
                 return value.strip().lower() == "true"
             raise ValueError
-        if kind == "string" or _LENGTH.fullmatch(kind):
+        if kind in TEXT_KINDS:
             text = _as_text(value)
-            length = _LENGTH.fullmatch(kind)
-            return text[:int(length.group(2))] if length else text  # Hive truncates varchar/char values
+            return text if hive_type.length is None else text[:hive_type.length]  # Hive truncates varchar/char values
         if kind == "date":
             if isinstance(value, datetime.datetime):
                 return value.date()
