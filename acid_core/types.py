@@ -102,7 +102,7 @@ class HiveType:
             yield from child.walk()
 
     def __str__(self) -> str:
-        return self._text(_hive_name)
+        return self._text(hive_field_name)
 
     def orc_name(self) -> str:
         """The type as ORC's parser (pyorc, ORC's TypeDescription) reads it: struct field names that are not plain
@@ -144,8 +144,9 @@ def _orc_name(name: str) -> str:
     return name if _PLAIN_NAME.fullmatch(name) else _quoted(name)
 
 
-def _hive_name(name: str) -> str:
-    """A struct field name as Hive prints it (unquoted), back-quoted only where that could not be read back."""
+def hive_field_name(name: str) -> str:
+    """A struct field name as a canonical type name holds it: unquoted as Hive prints it (`struct<x y:int>`),
+    back-quoted only where it could not be read back (a name holding one of `` ` < > , : ( ) ``)."""
     return _quoted(name) if _UNREADABLE_NAME.search(name) or name != name.strip() else name
 
 
@@ -222,4 +223,4 @@ def arrow_struct(columns) -> pa.StructType:
 
 
 __all__ = ["COMPLEX_KINDS", "HiveType", "INTEGER_KINDS", "MAX_CHAR_LENGTH", "MAX_DECIMAL_PRECISION",
-           "MAX_VARCHAR_LENGTH", "TEXT_KINDS", "TIMESTAMP_LOCAL_TZ", "arrow_struct", "parse_type"]
+           "MAX_VARCHAR_LENGTH", "TEXT_KINDS", "TIMESTAMP_LOCAL_TZ", "arrow_struct", "hive_field_name", "parse_type"]
