@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyorc
@@ -66,7 +66,7 @@ _SPELLINGS = [  # (pattern, replacement) over the lowercased text outside back-q
     (re.compile(r"\b(?:dec|numeric)\b"), "decimal"),
     (re.compile(r"\bdouble precision\b"), "double"),
     (re.compile(r"\bdecimal\((\d+)\)"), r"decimal(\1,0)"),
-    (re.compile(r"\bdecimal\b(?!\()"), "decimal(%d,%d)" % DEFAULT_DECIMAL),
+    (re.compile(r"\bdecimal\b(?!\()"), f"decimal({DEFAULT_DECIMAL[0]},{DEFAULT_DECIMAL[1]})"),
 ]
 
 
@@ -88,6 +88,7 @@ class HiveType:
 
     @property
     def is_complex(self) -> bool:
+        """array, map, struct or uniontype."""
         return self.kind in COMPLEX_KINDS
 
     @property
@@ -222,5 +223,5 @@ def arrow_struct(columns) -> pa.StructType:
     return pa.struct([pa.field(c.name, parse_type(c.type).to_arrow()) for c in columns])
 
 
-__all__ = ["COMPLEX_KINDS", "HiveType", "INTEGER_KINDS", "MAX_CHAR_LENGTH", "MAX_DECIMAL_PRECISION",
-           "MAX_VARCHAR_LENGTH", "TEXT_KINDS", "TIMESTAMP_LOCAL_TZ", "arrow_struct", "hive_field_name", "parse_type"]
+__all__ = ["COMPLEX_KINDS", "INTEGER_KINDS", "MAX_CHAR_LENGTH", "MAX_DECIMAL_PRECISION", "MAX_VARCHAR_LENGTH",
+           "TEXT_KINDS", "TIMESTAMP_LOCAL_TZ", "HiveType", "arrow_struct", "hive_field_name", "parse_type"]
