@@ -2,17 +2,19 @@
 
 bucketing_version 2 (Hive 3's default): per column Murmur3 x86_32 (seed 104729) of the value's big-endian bytes (UTF-8 for
 strings), combined as `h = 31*h + field_hash`; bucketing_version 1 (Hive 1/2): Java hashCode of each value, same combine.
-Bucket = (h & Integer.MAX_VALUE) % n (ObjectInspectorUtils.getBucketNumber).
+Bucket = (h & Integer.MAX_VALUE) % n (ObjectInspectorUtils.getBucketNumber). A varchar(n) value is hashed cut to n
+characters, a char(n) value cut and without trailing spaces (ObjectInspectorUtils.hashCodeMurmur hashes
+HiveChar.getStrippedValue, HiveCharWritable.hashCode likewise), so padded and unpadded char values share a bucket.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from acid_core.errors import InvalidRowError
 from acid_core.orc_events import Column
-from acid_core.types import TEXT_KINDS, parse_type
+from acid_core.types import TEXT_KINDS, HiveType, parse_type
 
 MURMUR_SEED = 104729
 _INT_TYPES = {"tinyint": ">b", "smallint": ">h", "int": ">i", "bigint": ">q"}
@@ -93,12 +95,16 @@ def _java_hash(value, kind: str) -> int:
 
 def bucket_hash(values: Sequence, types: Sequence[str], *, version: int = 2) -> int:
     """Hive's combined hash of the bucketing column values (null hashes to 0); `types` are Hive type strings."""
-    return _combined_hash(values, [parse_type(t).kind for t in types], version)
+    return _combined_hash(values, [parse_type(t) for t in types], version)
 
 
-def _combined_hash(values: Sequence, kinds: Sequence[str], version: int) -> int:
+def _combined_hash(values: Sequence, types: Sequence[HiveType], version: int) -> int:
     combined = 0
-    for value, kind in zip(values, kinds):
+    for value, hive_type in zip(values, types):
+        kind = hive_type.kind
+        if value is not None and hive_type.length is not None:  # char, varchar: the value Hive holds and hashes
+            value = str(value)[:hive_type.length]
+            value = value.rstrip(" ") if kind == "char" else value
         if value is None:
             field_hash = 0
         elif version == 2:
@@ -118,20 +124,20 @@ def bucket_function(columns: Sequence[Column], bucket_columns: Sequence[str], bu
     """
     if version not in (1, 2):
         raise InvalidRowError(f"bucketing_version {version!r} must be 1 or 2")
-    positions, kinds = [], []
+    positions, types = [], []
     by_name = {c.name.lower(): (i, c.type) for i, c in enumerate(columns)}
     for name in bucket_columns:
         if name.lower() not in by_name:
             raise InvalidRowError(f"bucketing column {name!r} is not a table column ({[c.name for c in columns]})")
         position, type_name = by_name[name.lower()]
-        kind = parse_type(type_name).kind
-        if kind not in _SUPPORTED:
+        hive_type = parse_type(type_name)
+        if hive_type.kind not in _SUPPORTED:
             raise InvalidRowError(f"bucketing column {name!r} has type {type_name!r}, which bucketing does not support "
                                   "(integer types, float, double, boolean, string, varchar, char)")
         positions.append(position)
-        kinds.append(kind)
+        types.append(hive_type)
 
     def place(row: tuple) -> int:
-        return (_combined_hash([row[p] for p in positions], kinds, version) & 0x7FFFFFFF) % bucket_count
+        return (_combined_hash([row[p] for p in positions], types, version) & 0x7FFFFFFF) % bucket_count
 
     return place
