@@ -4,7 +4,7 @@ Spark's write and read use one mapping (spark_jobs.types): Hive's `timestamp` is
 are StringType. Values come back as Hive stores them: timestamps to the microsecond (before and after the epoch),
 varchar cut to its length, char cut and padded with spaces to its length (Hive's HiveChar.getPaddedValue).
 Not covered: times in the last second before the epoch with a fraction of a millisecond or more, which pyorc's
-writer (like Hive's Java ORC writer) stores one second late (the known ORC ambiguity of negative seconds).
+writer (char/varchar tables) stores one second late (the ORC ambiguity of negative seconds); pyarrow's does not.
 """
 
 from __future__ import annotations
