@@ -2,16 +2,19 @@
 
 bucketing_version 2 (Hive 3's default): per column Murmur3 x86_32 (seed 104729) of the value's big-endian bytes (UTF-8 for
 strings), combined as `h = 31*h + field_hash`; bucketing_version 1 (Hive 1/2): Java hashCode of each value, same combine.
-Bucket = (h & Integer.MAX_VALUE) % n (ObjectInspectorUtils.getBucketNumber).
+Bucket = (h & Integer.MAX_VALUE) % n (ObjectInspectorUtils.getBucketNumber). A varchar(n) value is hashed cut to n
+characters, a char(n) value cut and without trailing spaces (ObjectInspectorUtils.hashCodeMurmur hashes
+HiveChar.getStrippedValue, HiveCharWritable.hashCode likewise), so padded and unpadded char values share a bucket.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from acid_core.errors import InvalidRowError
 from acid_core.orc_events import Column
+from acid_core.types import TEXT_KINDS, HiveType, parse_type
 
 MURMUR_SEED = 104729
 _INT_TYPES = {"tinyint": ">b", "smallint": ">h", "int": ">i", "bigint": ">q"}
@@ -53,55 +56,61 @@ def murmur3_32(data: bytes, seed: int = MURMUR_SEED) -> int:
     return _int32(h)
 
 
-def _supported(type_name: str) -> bool:
-    return (type_name in _INT_TYPES or type_name in _FLOAT_TYPES or type_name in ("boolean", "string")
-            or type_name.startswith(("varchar", "char")))
+_SUPPORTED = (*_INT_TYPES, *_FLOAT_TYPES, "boolean", *TEXT_KINDS)
 
 
-def _value_bytes(value, type_name: str) -> bytes:
-    if type_name in _INT_TYPES:
-        return struct.pack(_INT_TYPES[type_name], value)
-    if type_name in _FLOAT_TYPES:
-        return struct.pack(_FLOAT_TYPES[type_name], value)
-    if type_name == "boolean":
+def _value_bytes(value, kind: str) -> bytes:
+    if kind in _INT_TYPES:
+        return struct.pack(_INT_TYPES[kind], value)
+    if kind in _FLOAT_TYPES:
+        return struct.pack(_FLOAT_TYPES[kind], value)
+    if kind == "boolean":
         return b"\x01" if value else b"\x00"
-    if type_name == "string" or type_name.startswith(("varchar", "char")):
+    if kind in TEXT_KINDS:
         return str(value).encode("utf-8")
-    raise InvalidRowError(f"bucketing on type {type_name!r} is not supported (supported: integer types, float, double, "
+    raise InvalidRowError(f"bucketing on type {kind!r} is not supported (supported: integer types, float, double, "
                           "boolean, string, varchar, char)")
 
 
-def _java_hash(value, type_name: str) -> int:
+def _java_hash(value, kind: str) -> int:
     """Java hashCode of the value's Hive writable (bucketing_version 1)."""
-    if type_name in ("tinyint", "smallint", "int"):
+    if kind in ("tinyint", "smallint", "int"):
         return _int32(value)
-    if type_name == "bigint":
+    if kind == "bigint":
         return _int32(value ^ ((value & 0xFFFFFFFFFFFFFFFF) >> 32))
-    if type_name == "boolean":
+    if kind == "boolean":
         return 1 if value else 0
-    if type_name == "float":
+    if kind == "float":
         return struct.unpack(">i", struct.pack(">f", value))[0]
-    if type_name == "double":
+    if kind == "double":
         bits = struct.unpack(">q", struct.pack(">d", value))[0]
         return _int32(bits ^ ((bits & 0xFFFFFFFFFFFFFFFF) >> 32))
-    if type_name == "string" or type_name.startswith(("varchar", "char")):
+    if kind in TEXT_KINDS:
         result = 1
         for byte in str(value).encode("utf-8"):
             result = _int32(31 * result + (byte - 256 if byte > 127 else byte))
         return result
-    raise InvalidRowError(f"bucketing on type {type_name!r} is not supported")
+    raise InvalidRowError(f"bucketing on type {kind!r} is not supported")
 
 
 def bucket_hash(values: Sequence, types: Sequence[str], *, version: int = 2) -> int:
-    """Hive's combined hash of the bucketing column values (null hashes to 0)."""
+    """Hive's combined hash of the bucketing column values (null hashes to 0); `types` are Hive type strings."""
+    return _combined_hash(values, [parse_type(t) for t in types], version)
+
+
+def _combined_hash(values: Sequence, types: Sequence[HiveType], version: int) -> int:
     combined = 0
-    for value, type_name in zip(values, types):
+    for value, hive_type in zip(values, types):
+        kind = hive_type.kind
+        if value is not None and hive_type.length is not None:  # char, varchar: the value Hive holds and hashes
+            value = str(value)[:hive_type.length]
+            value = value.rstrip(" ") if kind == "char" else value
         if value is None:
             field_hash = 0
         elif version == 2:
-            field_hash = murmur3_32(_value_bytes(value, type_name))
+            field_hash = murmur3_32(_value_bytes(value, kind))
         else:
-            field_hash = _java_hash(value, type_name)
+            field_hash = _java_hash(value, kind)
         combined = _int32(31 * combined + field_hash)
     return combined
 
@@ -116,18 +125,19 @@ def bucket_function(columns: Sequence[Column], bucket_columns: Sequence[str], bu
     if version not in (1, 2):
         raise InvalidRowError(f"bucketing_version {version!r} must be 1 or 2")
     positions, types = [], []
-    by_name = {c.name.lower(): (i, c.type.lower()) for i, c in enumerate(columns)}
+    by_name = {c.name.lower(): (i, c.type) for i, c in enumerate(columns)}
     for name in bucket_columns:
         if name.lower() not in by_name:
             raise InvalidRowError(f"bucketing column {name!r} is not a table column ({[c.name for c in columns]})")
         position, type_name = by_name[name.lower()]
-        if not _supported(type_name):
+        hive_type = parse_type(type_name)
+        if hive_type.kind not in _SUPPORTED:
             raise InvalidRowError(f"bucketing column {name!r} has type {type_name!r}, which bucketing does not support "
                                   "(integer types, float, double, boolean, string, varchar, char)")
         positions.append(position)
-        types.append(type_name)
+        types.append(hive_type)
 
     def place(row: tuple) -> int:
-        return (bucket_hash([row[p] for p in positions], types, version=version) & 0x7FFFFFFF) % bucket_count
+        return (_combined_hash([row[p] for p in positions], types, version) & 0x7FFFFFFF) % bucket_count
 
     return place

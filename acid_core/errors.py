@@ -36,6 +36,10 @@ class SchemaMismatchError(AcidError):
     """A file's schema is not the ACID event schema, or does not match the table's columns."""
 
 
+class InvalidTypeError(SchemaMismatchError):
+    """A Hive type string cannot be parsed, or its parameters are outside Hive's limits."""
+
+
 class UnsortedEventsError(AcidError):
     """An event file is not sorted by (originalTransaction, bucket, rowId), which Hive's readers require."""
 

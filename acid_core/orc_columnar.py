@@ -8,7 +8,6 @@ are added to the footer, and only then is it put in place.
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 import numpy as np
@@ -22,6 +21,7 @@ from acid_core.orc_events import (ACID_VERSION, CURRENT_WRITE_ID, EVENT_FIELDS, 
                                   ORIGINAL_WRITE_ID, ROW, STATS_KEY, VERSION_KEY, AcidStats, BUCKET, ROW_ID,
                                   Column, EventFileWriter)
 from acid_core.orc_tail import parse_postscript, with_user_metadata
+from acid_core.types import parse_type
 
 _COMPRESSION = {"ZLIB": "zlib", "SNAPPY": "snappy", "NONE": "uncompressed"}
 DEFAULT_STRIPE_BYTES = 64 * 1024 * 1024
@@ -74,7 +74,8 @@ def _check(table: pa.Table, destination: str) -> None:
 
 def _exact_types_needed(columns: Sequence[Column] | None) -> bool:
     """Arrow has no char/varchar: tables using them are written row by row (pyorc) to keep the ORC types."""
-    return columns is not None and any(re.search(r"\b(var)?char\(", c.type.lower()) for c in columns)
+    return columns is not None and any(nested.kind in ("char", "varchar")
+                                       for c in columns for nested in parse_type(c.type).walk())
 
 
 def _as_tuple(value, arrow_type: pa.DataType):

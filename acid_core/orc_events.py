@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pyorc
 
-from acid_core.errors import CorruptFileError, SchemaMismatchError
+from acid_core.errors import CorruptFileError, InvalidTypeError, SchemaMismatchError
 from acid_core.fs import FileSystem
+from acid_core.types import parse_type
 
 OPERATION, ORIGINAL_WRITE_ID, BUCKET, ROW_ID, CURRENT_WRITE_ID, ROW = (
     "operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
@@ -46,28 +47,29 @@ class Column:
 
 
 def parse_columns(columns: Iterable[Column | tuple[str, str]]) -> tuple[Column, ...]:
-    """Normalise and validate table columns.
+    """Validate table columns; their types come back in canonical form (`acid_core.types`).
 
     Raises:
-        SchemaMismatchError: no columns, a duplicate name, or a type ORC does not know.
+        SchemaMismatchError: no columns, a duplicate name, or a type that is not a Hive type (InvalidTypeError).
     """
-    result = tuple(c if isinstance(c, Column) else Column(*c) for c in columns)
-    if not result:
+    given = tuple(c if isinstance(c, Column) else Column(*c) for c in columns)
+    if not given:
         raise SchemaMismatchError("a table needs at least one column")
-    seen = set()
-    for column in result:
+    seen, result = set(), []
+    for column in given:
         if not column.name or column.name.lower() in seen:
             raise SchemaMismatchError(f"column name {column.name!r} is empty or repeated")
         seen.add(column.name.lower())
         try:
-            pyorc.TypeDescription.from_string(column.type)
-        except (ValueError, RuntimeError) as exc:
-            raise SchemaMismatchError(f"column {column.name!r}: {column.type!r} is not an ORC type ({exc})") from exc
-    return result
+            result.append(Column(column.name, str(parse_type(column.type))))
+        except InvalidTypeError as exc:
+            raise InvalidTypeError(f"column {column.name!r}: {exc}") from None
+    return tuple(result)
 
 
 def row_struct(columns: Sequence[Column]) -> str:
-    return "struct<" + ",".join(f"{c.name}:{c.type}" for c in columns) + ">"
+    """The ORC type string of the `row` struct (ORC's spelling: field names quoted where ORC needs it)."""
+    return "struct<" + ",".join(f"{c.name}:{parse_type(c.type).orc_name()}" for c in columns) + ">"
 
 
 def event_schema(columns: Sequence[Column]) -> str:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import re
 from typing import Any, Callable, Mapping, Sequence
 
 from acid_core.errors import InvalidRowError
+from acid_core.types import TEXT_KINDS, parse_type
 
 Check = Callable[[Any], str | None]
 
 _INT_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
-_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+_INSTANCES = {"boolean": (bool,), "binary": (bytes, bytearray), "date": (datetime.date,),
+              "timestamp": (datetime.datetime,)}
 
 
 def _integer(bits: int, type_name: str) -> Check:
@@ -64,37 +65,31 @@ def _instance(kinds: tuple[type, ...], type_name: str, *, no_bool: bool = False)
 
 def decimal_rounder(type_name: str) -> Callable[[Any], Any] | None:
     """For a decimal column, the function rounding a value to its scale HALF_UP as Hive stores it; else None."""
-    normal = type_name.strip().lower()
-    match = _DECIMAL.fullmatch(normal)
-    scale = int(match.group(2)) if match else (0 if normal == "decimal" else None)
-    if scale is None:
+    hive_type = parse_type(type_name)
+    if hive_type.kind != "decimal":
         return None
-    quantum = decimal.Decimal(1).scaleb(-scale)
+    quantum = decimal.Decimal(1).scaleb(-hive_type.scale)
     return lambda value: decimal.Decimal(value).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
 
 
 def value_check(type_name: str) -> Check | None:
-    """The check for one column type, or None when pyorc's own conversion is trusted (complex types)."""
-    normal = type_name.strip().lower()
-    if normal in _INT_BITS:
-        return _integer(_INT_BITS[normal], normal)
-    match = _DECIMAL.fullmatch(normal)
-    if match:
-        return _decimal(int(match.group(1)), int(match.group(2)), normal)
-    if normal == "decimal":
-        return _decimal(10, 0, normal)
-    if normal in ("float", "double"):
-        return _instance((int, float), normal, no_bool=True)
-    if normal == "boolean":
-        return _instance((bool,), normal)
-    if normal == "string" or normal.startswith(("varchar", "char")):
-        return _instance((str,), normal)
-    if normal == "binary":
-        return _instance((bytes, bytearray), normal)
-    if normal == "date":
-        return _instance((datetime.date,), normal)
-    if normal == "timestamp":
-        return _instance((datetime.datetime,), normal)
+    """The check for one column type, or None when pyorc's own conversion is trusted (complex types).
+
+    Raises:
+        InvalidTypeError: `type_name` is not a Hive type.
+    """
+    hive_type = parse_type(type_name)
+    kind, name = hive_type.kind, str(hive_type)
+    if kind in _INT_BITS:
+        return _integer(_INT_BITS[kind], name)
+    if kind == "decimal":
+        return _decimal(hive_type.precision, hive_type.scale, name)
+    if kind in ("float", "double"):
+        return _instance((int, float), name, no_bool=True)
+    if kind in TEXT_KINDS:
+        return _instance((str,), name)
+    if kind in _INSTANCES:
+        return _instance(_INSTANCES[kind], name)
     return None
 
 

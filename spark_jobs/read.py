@@ -9,9 +9,8 @@ partition it reads once (or streams them) and yields Arrow record batches.
 
 Columns: `row__id` struct<writeid:bigint,bucketid:int,rowid:bigint> first when asked for, then the table's columns
 (catalog names; Hive's files say `_col0`...), then the partition columns typed by the catalog's key types. Types
-follow the catalog; Hive's `timestamp` holds a date-time without a time zone, so it is Spark's TimestampNTZType
-(sub-microsecond digits are cut: Spark keeps microseconds); `varchar(n)` and `char(n)` are strings (char values keep
-the padding Hive stores).
+follow the catalog through `spark_jobs.types`, the mapping writes use too: `timestamp` is TimestampNTZType (cut to
+microseconds), `varchar(n)` and `char(n)` are strings (char values keep the padding Hive stores).
 
 The plan lists the files of the snapshot once, at `read_table` time; every action on the DataFrame reads those
 files. A compaction's cleaner may delete them afterwards unless a transaction or a reader lease holds the snapshot:
@@ -30,149 +29,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, DataType, DateType, DecimalType,
-                               DoubleType, FloatType, IntegerType, LongType, MapType, ShortType, StringType,
-                               StructField, StructType, TimestampNTZType)
+from pyspark.sql.types import StructType
 
 from acid_core.errors import AcidError, MetastoreError, SchemaMismatchError
 from acid_core.fs import FileSystem
 from acid_core.layout import DEFAULT_PARTITION_NAME
 from acid_core.locations import data_location
-from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, ROW_ID_COLUMN, InsertSource, PartitionReader,
-                             ReadPlan, plan_read, read_units, uses_sort_merge)
+from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, InsertSource, PartitionReader, ReadPlan, plan_read,
+                             read_units, uses_sort_merge)
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.leases import Lease
 from acid_core.metastore.txns import Snapshot, full_table_name
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidWriteIdList
+from spark_jobs.types import spark_schema, to_spark
 
 DEFAULT_LEASE_HEARTBEAT_S = 30.0
 _log = logging.getLogger(__name__)
 
-# --- Hive type strings -> Spark types ----------------------------------------------------------------------------
-_PRIMITIVES: Mapping[str, DataType] = {
-    "tinyint": ByteType(), "smallint": ShortType(), "int": IntegerType(), "integer": IntegerType(),
-    "bigint": LongType(), "float": FloatType(), "double": DoubleType(), "string": StringType(),
-    "boolean": BooleanType(), "binary": BinaryType(), "date": DateType(), "timestamp": TimestampNTZType(),
-}
-ROW_ID_TYPE = StructType([StructField("writeid", LongType()), StructField("bucketid", IntegerType()),
-                          StructField("rowid", LongType())])
-
-
-class _HiveTypeParser:
-    """Recursive descent over a Hive type string such as `map<string,struct<a:int,b:array<decimal(10,2)>>>`."""
-
-    def __init__(self, text: str) -> None:
-        self.text, self.pos = text, 0
-
-    def fail(self, what: str) -> SchemaMismatchError:
-        return SchemaMismatchError(f"Hive type {self.text!r}: {what} at position {self.pos}; supported are "
-                                   f"{sorted(_PRIMITIVES)}, decimal(p,s), varchar(n), char(n), array, map and struct")
-
-    def skip_spaces(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos].isspace():
-            self.pos += 1
-
-    def peek(self, symbol: str) -> bool:
-        self.skip_spaces()
-        return self.text.startswith(symbol, self.pos)
-
-    def expect(self, symbol: str) -> None:
-        if not self.peek(symbol):
-            raise self.fail(f"expected {symbol!r}")
-        self.pos += len(symbol)
-
-    def word(self) -> str:
-        self.skip_spaces()
-        if self.peek("`"):
-            end = self.text.find("`", self.pos + 1)
-            if end < 0:
-                raise self.fail("unclosed back-quote")
-            word, self.pos = self.text[self.pos + 1:end], end + 1
-            return word
-        start = self.pos
-        while self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] in "_$"):
-            self.pos += 1
-        if start == self.pos:
-            raise self.fail("expected a name")
-        return self.text[start:self.pos]
-
-    def number(self) -> int:
-        word = self.word()
-        if not word.isdigit():
-            raise self.fail(f"expected a number, got {word!r}")
-        return int(word)
-
-    def parse(self) -> DataType:
-        result = self.type_()
-        self.skip_spaces()
-        if self.pos != len(self.text):
-            raise self.fail("unexpected trailing text")
-        return result
-
-    def type_(self) -> DataType:
-        name = self.word().lower()
-        if name == "double" and self.text[self.pos:].strip().lower().startswith("precision"):
-            self.word()
-        if name in ("decimal", "numeric"):
-            precision, scale = 10, 0
-            if self.peek("("):
-                self.expect("(")
-                precision = self.number()
-                if self.peek(","):
-                    self.expect(",")
-                    scale = self.number()
-                self.expect(")")
-            return DecimalType(precision, scale)
-        if name in ("varchar", "char"):
-            self.expect("(")
-            self.number()
-            self.expect(")")
-            return StringType()
-        if name == "array":
-            self.expect("<")
-            element = self.type_()
-            self.expect(">")
-            return ArrayType(element, True)
-        if name == "map":
-            self.expect("<")
-            key = self.type_()
-            self.expect(",")
-            value = self.type_()
-            self.expect(">")
-            return MapType(key, value, True)
-        if name == "struct":
-            self.expect("<")
-            fields = []
-            while not self.peek(">"):
-                if fields:
-                    self.expect(",")
-                field_name = self.word()
-                self.expect(":")
-                fields.append(StructField(field_name, self.type_(), True))
-            self.expect(">")
-            return StructType(fields)
-        if name in _PRIMITIVES:
-            return _PRIMITIVES[name]
-        raise self.fail(f"unsupported type {name!r}")
-
-
-def hive_type_to_spark(type_string: str) -> DataType:
-    """The Spark type of a Hive column type string (as the catalog stores it).
-
-    Raises:
-        SchemaMismatchError: the string is malformed or names a type Spark reads no way (e.g. uniontype).
-    """
-    return _HiveTypeParser(type_string).parse()
+hive_type_to_spark = to_spark  # the Spark type of a Hive column type string, as spark_jobs.types maps it
 
 
 def table_schema(table: TableInfo, *, include_row_id: bool = False) -> StructType:
     """The DataFrame schema of `read_table`: [row__id,] columns, partition columns; every field nullable."""
-    fields = [StructField(ROW_ID_COLUMN, ROW_ID_TYPE, True)] if include_row_id else []
-    fields += [StructField(c.name, hive_type_to_spark(c.type), True) for c in table.columns]
-    fields += [StructField(k.name, hive_type_to_spark(k.type), True) for k in table.partition_keys]
-    return StructType(fields)
+    return spark_schema(table, include_row_id=include_row_id, include_partition_keys=True)
 
 
 # --- the driver's plan -------------------------------------------------------------------------------------------

@@ -18,8 +18,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError
@@ -32,6 +31,8 @@ from acid_core.orc_columnar import event_table, null_rows, write_event_table
 from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION
 from acid_core.rowid import decode_bucket_ids, encode_bucket
 from acid_core.table_write import TableWrite, compression_of, strongest
+from acid_core.types import arrow_struct
+from spark_jobs.types import spark_schema
 
 PART, BUCKET, OWID, BPROP, ROWID = "__acid_part", "__acid_bucket", "__acid_owid", "__acid_bprop", "__acid_rowid"
 _RESULT = StructType([StructField("part", StringType()), StructField("staging", StringType()),
@@ -48,11 +49,6 @@ class WriteSummary:
     inserted: int
     deleted: int
     partitions: tuple[str, ...]
-
-
-def spark_schema(table: TableInfo) -> StructType:
-    """The table's columns as a Spark schema (Hive type strings parsed by Spark)."""
-    return StructType([StructField(c.name, _parse_datatype_string(c.type)) for c in table.columns])
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +159,7 @@ class _Write:
         self.txn_id, self.write_id = self.txn.txn_id, self.txn.write_id
 
     def task(self, statement_id: int, final: str, *, bucketed: bool = False) -> _FileTask:
-        schema = spark_schema(self.table)
-        row_type = pa.struct([pa.field(f.name, to_arrow_type(f.dataType)) for f in schema.fields])
+        row_type = arrow_struct(self.table.columns)
         return _FileTask(self.table.location, tuple(c.name for c in self.table.columns), row_type,
                          tuple(k.name for k in self.table.partition_keys), self.write_id, statement_id,
                          self.txn.staging_name(final), compression_of(self.table), bucketed, tuple(self.table.columns))

@@ -43,3 +43,15 @@ def test_bucket_function_rejects_unknown_or_unsupported_columns():
         bucket_function(columns, ["missing"], 2)
     with pytest.raises(InvalidRowError, match="tags"):
         bucket_function(columns, ["tags"], 2)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_char_and_varchar_hash_the_value_hive_holds(version):
+    """Hive hashes a char value without its padding and both cut to their length (ObjectInspectorUtils)."""
+    assert bucket_hash(["ab   "], ["char(5)"], version=version) == bucket_hash(["ab"], ["string"], version=version)
+    assert bucket_hash(["abcdefg"], ["char(3)"], version=version) == bucket_hash(["abc"], ["string"], version=version)
+    assert bucket_hash(["abcdefg"], ["varchar(3)"], version=version) == bucket_hash(["abc"], ["string"],
+                                                                                     version=version)
+    assert bucket_hash(["ab  "], ["varchar(5)"], version=version) != bucket_hash(["ab"], ["string"], version=version)
+    place = bucket_function(parse_columns([("c", "char(5)")]), ["c"], 7, version=version)
+    assert place(("ab",)) == place(("ab   ",))

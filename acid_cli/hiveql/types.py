@@ -2,6 +2,8 @@
 
 `parse_type` reads `int`, `decimal(10,2)`, `varchar(20)`, `array<...>`, `map<...>`, `struct<...>`, `uniontype<...>`
 with Hive's limits (HiveDecimal, HiveVarchar, HiveChar); `parse_column_list` reads `(name type [COMMENT 'c'], ...)`.
+This is HiveQL's grammar over tokens, so that errors point at the statement; what it produces is the canonical type
+name of acid_core's type model (`acid_core.types`), whose limits and field-name quoting it shares.
 """
 
 from __future__ import annotations
@@ -9,16 +11,14 @@ from __future__ import annotations
 from acid_cli.hiveql.ast import Column
 from acid_cli.hiveql.cursor import TokenCursor
 from acid_cli.hiveql.tokens import Token, TokenKind
+from acid_core.types import (DEFAULT_DECIMAL, MAX_CHAR_LENGTH, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LENGTH,
+                             hive_field_name)
+from acid_core.types import parse_type as parse_type_name
 
 SIMPLE_TYPES = {"TINYINT": "tinyint", "SMALLINT": "smallint", "INT": "int", "INTEGER": "int", "BIGINT": "bigint",
                 "FLOAT": "float", "REAL": "float", "DOUBLE": "double", "STRING": "string", "BOOLEAN": "boolean",
                 "BINARY": "binary", "DATE": "date", "TIMESTAMP": "timestamp"}
 DECIMAL_WORDS = ("DECIMAL", "DEC", "NUMERIC")
-COMPLEX_PREFIXES = ("array<", "map<", "struct<", "uniontype<")
-MAX_DECIMAL_PRECISION = 38          # HiveDecimal.MAX_PRECISION
-DEFAULT_DECIMAL = (10, 0)           # HiveDecimal.USER_DEFAULT_PRECISION / USER_DEFAULT_SCALE
-MAX_VARCHAR_LENGTH = 65535          # HiveVarchar.MAX_VARCHAR_LENGTH
-MAX_CHAR_LENGTH = 255               # HiveChar.MAX_CHAR_LENGTH
 
 
 def parse_type(cursor: TokenCursor) -> str:
@@ -102,7 +102,7 @@ def _map(cursor: TokenCursor) -> str:
     cursor.expect_symbol("<", after="map")
     key_token = cursor.peek()
     key = parse_type(cursor)
-    if key.startswith(COMPLEX_PREFIXES):
+    if parse_type_name(key).is_complex:
         raise cursor.error(f"map key type {key} is not a primitive type", key_token)
     cursor.expect_symbol(",", after=f"map<{key}")
     value = parse_type(cursor)
@@ -125,7 +125,7 @@ def _struct(cursor: TokenCursor) -> str:
             break
     if not cursor.accept_symbol(">"):
         cursor.fail(["'>'", "','"])
-    return "struct<" + ",".join(f"{name}:{type_}" for name, type_ in fields.items()) + ">"
+    return "struct<" + ",".join(f"{hive_field_name(name)}:{type_}" for name, type_ in fields.items()) + ">"
 
 
 def parse_column(cursor: TokenCursor) -> tuple[Column, Token]:
@@ -152,7 +152,7 @@ def parse_column_list(cursor: TokenCursor, after: str, seen: set[str], *,
             clash = partition and all(earlier.name != column.name for earlier in columns)
             reason = ": a partition column cannot have the name of a data column" if clash else ""
             raise cursor.error(f"duplicate column name '{column.name}'{reason}", token)
-        if partition and column.type.startswith(COMPLEX_PREFIXES):
+        if partition and parse_type_name(column.type).is_complex:
             raise cursor.error(f"partition column '{column.name}' has type {column.type}; partition columns must "
                                "have a primitive type", token)
         seen.add(column.name)

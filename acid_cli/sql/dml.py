@@ -10,11 +10,8 @@ from acid_cli.hiveql import ast
 from acid_cli.sql.session import Session
 from acid_core.errors import InvalidRowError, MetastoreError
 from acid_core.table_write import TableWrite
+from acid_core.types import INTEGER_KINDS, TEXT_KINDS, parse_type
 from acid_core.values import RowChecker
-
-_INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
-_DECIMAL = re.compile(r"decimal(?:\((\d+),\s*(\d+)\))?")
-_LENGTH = re.compile(r"(varchar|char)\((\d+)\)")
 
 
 def _fail(value, type_name: str, column: str) -> InvalidRowError:
@@ -43,9 +40,10 @@ def convert(value: ast.Literal, type_name: str, column: str):
         return convert(convert(value.value, value.type, column), type_name, column)
     if value is None:
         return None
-    kind = type_name.lower()
+    hive_type = parse_type(type_name)
+    kind = hive_type.kind
     try:
-        if kind in _INTEGER_TYPES:
+        if kind in INTEGER_KINDS:
             if isinstance(value, bool):
                 raise ValueError
             if isinstance(value, decimal.Decimal) and value == value.to_integral_value():
@@ -55,7 +53,7 @@ def convert(value: ast.Literal, type_name: str, column: str):
             if isinstance(value, int):
                 return value
             raise ValueError
-        if _DECIMAL.fullmatch(kind):
+        if kind == "decimal":
             if isinstance(value, (bool, datetime.date)):
                 raise ValueError
             return decimal.Decimal(str(value).strip())
@@ -69,10 +67,9 @@ def convert(value: ast.Literal, type_name: str, column: str):
             if isinstance(value, str) and value.strip().lower() in ("true", "false"):
                 return value.strip().lower() == "true"
             raise ValueError
-        if kind == "string" or _LENGTH.fullmatch(kind):
+        if kind in TEXT_KINDS:
             text = _as_text(value)
-            length = _LENGTH.fullmatch(kind)
-            return text[:int(length.group(2))] if length else text  # Hive truncates varchar/char values
+            return text if hive_type.length is None else text[:hive_type.length]  # Hive truncates varchar/char values
         if kind == "date":
             if isinstance(value, datetime.datetime):
                 return value.date()
