@@ -131,8 +131,7 @@ class CompactionWorker:
         store.compactions.mark_compacted(info.id)
         store.txns.commit(txn_id)
         inserts, deletes = sum(r.inserts for r in results), sum(r.deletes for r in results)
-        kind = "major" if info.type is CompactionType.MAJOR else "minor"
-        return Outcome(info.id, "compacted", f"{kind} compaction {info.id} wrote {', '.join(n for n, _ in plan.outputs)}: "
+        return Outcome(info.id, "compacted", f"{info.type.display.lower()} compaction {info.id} wrote {', '.join(n for n, _ in plan.outputs)}: "
                        f"{inserts} insert and {deletes} delete events in {len(plan.buckets)} buckets", inserts, deletes)
 
     @staticmethod
