@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         worker_id = worker_id or f"{metastore.db.identity.host}-spark-{spark.sparkContext.applicationId}"
         outcome = CompactionWorker(metastore, worker_id=worker_id, runner=SparkRunner(spark)).run(args.compaction_id)
-        return _report(args.result_file, True, f"compaction {outcome.compaction_id}: {outcome.result}: {outcome.message}",
-                       worker_id)
+        message = f"compaction {outcome.compaction_id}: {outcome.result}: {outcome.message}"
+        return _report(args.result_file, True, message, worker_id)
     except Exception as exc:  # a Spark task failure arrives as a Py4J error wrapping the Python one
         return _report(args.result_file, False, f"compaction {args.compaction_id} failed: {_reason(exc)}", worker_id)
     finally:

@@ -48,7 +48,8 @@ def in_state(ms: Metastore, state: CompactionState, *, table: str = "t", worker_
 
 @pytest.mark.parametrize("state, result, message", [
     (S.INITIATED, Result.RUN, "compaction {id}: MAJOR compaction of default.t"),
-    (S.READY_FOR_CLEANING, Result.NOTHING_TO_DO, "compaction {id} already finished (ready for cleaning); nothing changed"),
+    (S.READY_FOR_CLEANING, Result.NOTHING_TO_DO,
+     "compaction {id} already finished (ready for cleaning); nothing changed"),
     (S.SUCCEEDED, Result.NOTHING_TO_DO, "compaction {id} already finished (succeeded); nothing changed"),
     (S.WORKING, Result.BUSY, "compaction {id} is working on host-w1; not run twice"),
     (S.REFUSED, Result.ERROR, "compaction {id} of default.t is refused: None of the compaction thresholds met"),

@@ -82,7 +82,8 @@ def test_database_properties_must_fit_the_metastore(ms):
     ({"set_params": {"transactional": "false"}},
      "table default.t: a transactional table cannot be made non-transactional ('transactional'='false')"),
     ({"set_params": {"Transactional": "maybe"}}, "property 'Transactional' must be 'true' or 'false', got 'maybe'"),
-    ({"unset": ["TRANSACTIONAL"]}, "cannot unset 'transactional' or 'transactional_properties' of ACID table default.t"),
+    ({"unset": ["TRANSACTIONAL"]},
+     "cannot unset 'transactional' or 'transactional_properties' of ACID table default.t"),
     ({"unset": ["transactional_properties"]}, "cannot unset 'transactional' or 'transactional_properties'"),
     ({"set_params": {"transactional_properties": "insert_only"}},
      "table default.t: 'transactional_properties' cannot change from 'default' to 'insert_only' after the table is "
@@ -92,7 +93,8 @@ def test_database_properties_must_fit_the_metastore(ms):
     ({"set_params": {"owner": "x", "bucketing_version": "0"}}, "property 'bucketing_version' must be 1 or 2"),
 ])
 def test_alter_refuses_what_hive_refuses_and_changes_nothing(ms, change, problem):
-    ms.catalog.create_table("default", "t", COLUMNS, params={**ACID, "transactional_properties": "default", "keep": "1"})
+    params = {**ACID, "transactional_properties": "default", "keep": "1"}
+    ms.catalog.create_table("default", "t", COLUMNS, params=params)
     before = catalog_rows(ms)
     with pytest.raises(InvalidPropertyError) as info:
         ms.catalog.alter_table_params("default", "t", **change)

@@ -121,10 +121,10 @@ class CompactionWorker:
             return Outcome(info.id, Result.REFUSED.value, REFUSED_MESSAGE)
         plan = build_plan(fs, state, compaction_id=info.id, kind=info.type, columns=table.columns, write_ids=write_ids,
                           txn_id=txn_id, compression=(table.param("orc.compress") or "ZLIB").upper())
-        for final, temp in plan.outputs:
+        for _, temp in plan.outputs:
             fs.make_dirs(fs.join(location, temp))
         results = self.runner(plan)
-        for final, temp in plan.outputs:
+        for _, temp in plan.outputs:
             fs.write_atomically(fs.join(location, temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
         for final, temp in plan.outputs:
             fs.rename(fs.join(location, temp), fs.join(location, final))
