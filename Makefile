@@ -26,7 +26,9 @@ $(STAMP): requirements.txt pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m acid_platform
 
+# lint-imports checks the import contracts of pyproject.toml first (plugins/ on the path, as Airflow puts it there).
 test: $(STAMP)
+	PYTHONPATH="$(CURDIR)/plugins" $(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

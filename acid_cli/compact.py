@@ -1,4 +1,8 @@
-"""`acid compact run COMPACTION_ID`: submit one queued compaction through spark-submit, as the Airflow task does."""
+"""`acid compact run COMPACTION_ID`: submit one queued compaction through spark-submit, as the Airflow task does.
+
+The queue entry decides, with the same core rules as the Airflow operator (`acid_core.compaction.attempt`), whether
+to start spark-submit at all and what the run did; the driver's own report only adds detail to the message.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from acid_core.errors import AcidError, UsageError
+from acid_core.errors import UsageError
+
+if TYPE_CHECKING:
+    from acid_core.compaction.attempt import Verdict
 
 COMPACT_JOB = Path(__file__).resolve().parent.parent / "spark_jobs" / "compact.py"
 
@@ -36,6 +44,25 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
 
     Spark's own log stays on the terminal as spark-submit prints it.
     """
+    from acid_core.compaction.attempt import Result, after_run, before_run
+    from acid_core.metastore import Metastore
+
+    store = Metastore(metastore, pool_size=1)
+    try:
+        before = before_run(store.compactions.get(compaction_id), compaction_id)
+        if before.result is not Result.RUN:  # nothing to do, or nothing that running would mend: no JVM started
+            return _finish(before, compaction_id)
+        reported, launch_error = _submit(compaction_id, metastore=metastore, master=master)
+        after = after_run(store, compaction_id, worker_id=(reported or {}).get("worker_id"), launch_error=launch_error)
+        detail = reported["message"] if reported is not None and bool(reported.get("ok")) == after.ok else None
+        return _finish(after, compaction_id, detail)
+    finally:
+        store.close()
+
+
+def _submit(compaction_id: int, *, metastore: str | None, master: str | None) -> tuple[dict | None, str | None]:
+    """spark-submit the job to the end: (the driver's report, None when it wrote none; what went wrong launching or
+    running it, None when spark-submit exited 0)."""
     environment = dict(os.environ)
     environment.setdefault("PYSPARK_PYTHON", sys.executable)
     environment.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -43,20 +70,27 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
     environment.pop("ACID_SPARK_MASTER", None)  # spark-submit's --master decides; the job must not override it
     with tempfile.TemporaryDirectory(prefix="acid-compact-") as scratch:
         result_file = os.path.join(scratch, "result.json")
-        command = spark_submit_command(compaction_id, metastore=metastore, master=master) + ["--result-file", result_file]
         try:
+            command = spark_submit_command(compaction_id, metastore=metastore, master=master)
             # the job's own output (with the driver's merged stderr) is diagnostics: it goes to our stderr
-            status = subprocess.run(command, env=environment, check=False, stdout=sys.stderr).returncode
-        except OSError as exc:
-            raise AcidError(f"cannot start spark-submit for compaction {compaction_id}: {exc}") from exc
+            status = subprocess.run(command + ["--result-file", result_file], env=environment, check=False,
+                                    stdout=sys.stderr).returncode
+        except (UsageError, OSError) as exc:
+            return None, f"cannot start spark-submit: {exc}"
         try:
             with open(result_file, encoding="utf-8") as handle:
-                result = json.load(handle)
+                reported = json.load(handle)
         except (OSError, ValueError):
-            raise AcidError(f"compaction {compaction_id}: spark-submit exited with status {status} without reporting an "
-                            "outcome (killed, or Spark failed to start); the queue entry says what happened") from None
-    if result["ok"]:
-        print(result["message"])
+            reported = None  # killed, or Spark failed to start: the queue entry says what happened
+        return reported, None if status == 0 else f"exit status {status}"
+
+
+def _finish(verdict: Verdict, compaction_id: int, detail: str | None = None) -> int:
+    """Print a verdict (the driver's `detail` instead of its message when there is one); the exit status."""
+    if verdict.warning:
+        print(f"acid compact: warning: {verdict.warning}", file=sys.stderr)
+    if verdict.ok:
+        print(detail or f"compaction {compaction_id}: {verdict.result.value}: {verdict.message}")
         return 0
-    print(f"acid compact: error: {result['message']}", file=sys.stderr)
+    print(f"acid compact: error: {detail or verdict.message}", file=sys.stderr)
     return 1

@@ -108,6 +108,10 @@ class AlreadyExistsError(MetastoreError):
     """A database, table or partition with that name already exists."""
 
 
+class InvalidPropertyError(MetastoreError):
+    """A table or database property has a value, or a table a property change, that the catalog refuses."""
+
+
 class NotTransactionalError(MetastoreError):
     """The table is not a full ACID table (TBLPROPERTIES 'transactional'='true')."""
 

@@ -38,6 +38,7 @@ from acid_platform.bootstrap import set_up
 from acid_platform.processes import Child, rotate_log, start_child, stop_children, tail
 from acid_platform.settings import (POOL, SPARK_MASTER, Settings, check_java, check_port, load_settings,
                                         platform_environment, prepare_home)
+from acid_core.compaction.codes import CompactionState
 from acid_core.errors import AcidError, UsageError, exit_status
 from acid_core.metastore.engine import redact
 
@@ -56,7 +57,7 @@ class Launcher:
         self.children: list[Child] = []
         self.stop_reason: str | None = None
         self.signals_seen = 0
-        self._states: dict[int, str] = {}
+        self._states: dict[int, CompactionState] = {}
         self._watching = False
         self._store = None
 
@@ -177,19 +178,19 @@ class Launcher:
             return
         if not self._watching:  # the first look: remember the history, report only what happens next
             self._watching = True
-            self._states = {entry.id: entry.state.display for entry in entries}
+            self._states = {entry.id: entry.state for entry in entries}
             if entries:
                 self.say(f"  ({len(entries)} compaction(s) from earlier runs: SHOW COMPACTIONS lists them)")
             return
         for entry in entries:
-            state = entry.state.display
-            if self._states.get(entry.id) == state:
+            if self._states.get(entry.id) == entry.state:
                 continue
-            self._states[entry.id] = state
+            self._states[entry.id] = entry.state
             where = f"{entry.database}.{entry.table}" + (f"/{entry.partition}" if entry.partition else "")
-            detail = f": {entry.error_message}" if entry.error_message and state in ("failed", "refused") else ""
+            failed = entry.state in (CompactionState.FAILED, CompactionState.REFUSED)
+            detail = f": {entry.error_message}" if entry.error_message and failed else ""
             self.say(f"{time.strftime('%H:%M:%S')} compaction {entry.id} ({entry.type.display} of {where}): "
-                     f"{state}{detail}")
+                     f"{entry.state.display}{detail}")
 
     def run(self) -> int:
         settings = self.settings

@@ -1,10 +1,12 @@
 """acid_compact: queue a major or minor compaction of one table or partition, and run it, on demand.
 
-No work at import time: acid_core and the hook are imported inside the tasks.
+No work at import time: the hook and the metastore are imported inside the tasks (at the top only the core's light
+`acid_core.compaction.codes`, for the compaction type words).
 """
 
 from __future__ import annotations
 
+from acid_core.compaction.codes import REQUESTABLE_TYPES
 from acid_plugin.assets import COMPACTED
 from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
 from acid_plugin.params import PARTITION, table_params
@@ -38,7 +40,7 @@ With `wait` false the `acid_initiator` DAG runs it at its next poll.
         **table_params(),
         "partition": Param(None, type=["null", "string"], pattern=PARTITION,
                            description="Partition name, e.g. ds=2026-01-01/hr=3 (null for an unpartitioned table)."),
-        "type": Param("major", type="string", enum=["major", "minor"], description="Compaction type."),
+        "type": Param("major", type="string", enum=list(REQUESTABLE_TYPES), description="Compaction type."),
         "wait": Param(True, type="boolean", description="Run the compaction on Spark in this DAG run."),
     },
 )
@@ -51,7 +53,7 @@ def acid_compact():
 
         from acid_core.errors import AcidError
         from acid_core.layout import parse_partition_dir_name
-        from acid_core.metastore.compactions import CompactionType
+        from acid_core.compaction.codes import CompactionType
         from acid_plugin.hooks import AcidMetastoreHook
 
         log = logging.getLogger("airflow.task")

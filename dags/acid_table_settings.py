@@ -1,6 +1,8 @@
 """acid_table_settings: set or clear a transactional table's auto-compaction settings, on demand.
 
-No work at import time: acid_core, acid_cli and the hook are imported inside the task.
+No work at import time: acid_core and the hook are imported inside the task. The rules are the core's: the values
+are checked with `acid_core.metastore.properties.check_settings`, and the catalog applies Hive's ALTER TABLE rules
+while it sets and unsets the properties in one metastore transaction.
 """
 
 from __future__ import annotations
@@ -21,10 +23,6 @@ reads:
 
 An unknown or non-transactional table fails the run and changes nothing. Returns the table's resulting properties.
 """
-
-NO_AUTO_COMPACTION = "NO_AUTO_COMPACTION"
-DELTA_NUM = "compactorthreshold.hive.compactor.delta.num.threshold"
-DELTA_PCT = "compactorthreshold.hive.compactor.delta.pct.threshold"
 
 
 @dag(
@@ -50,8 +48,8 @@ def acid_table_settings():
         """Validate, then set / unset the properties; returns the table's resulting properties."""
         import logging
 
-        from acid_cli.sql.ddl import validate_properties
         from acid_core.errors import AcidError
+        from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, check_settings
         from acid_plugin.hooks import AcidMetastoreHook
 
         log = logging.getLogger("airflow.task")
@@ -60,35 +58,33 @@ def acid_table_settings():
         to_unset: list[str] = []
         choice = params["no_auto_compaction"]
         if choice in ("true", "false"):
-            to_set[NO_AUTO_COMPACTION] = choice
+            to_set["NO_AUTO_COMPACTION"] = choice
         elif choice == "clear":
-            to_unset.append(NO_AUTO_COMPACTION)
+            to_unset.append("NO_AUTO_COMPACTION")
         elif choice != "leave":
             raise ValueError(f"no_auto_compaction must be leave/true/false/clear, got {choice!r}")
         num, pct = params.get("delta_num_threshold"), params.get("delta_pct_threshold")
         if params.get("clear_thresholds"):
             if num is not None or pct is not None:
                 raise ValueError("clear_thresholds cannot be combined with delta_num_threshold/delta_pct_threshold")
-            to_unset += [DELTA_NUM, DELTA_PCT]
+            to_unset += [DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY]
         if num is not None:
             if isinstance(num, bool) or int(num) != num or num < 0:
                 raise ValueError(f"delta_num_threshold must be a whole number >= 0, got {num!r}")
-            to_set[DELTA_NUM] = str(int(num))
+            to_set[DELTA_NUM_PROPERTY] = str(int(num))
         if pct is not None:
             if isinstance(pct, bool) or float(pct) < 0:
                 raise ValueError(f"delta_pct_threshold must be a number >= 0, got {pct!r}")
-            to_set[DELTA_PCT] = str(pct)
+            to_set[DELTA_PCT_PROPERTY] = str(pct)
 
         with AcidMetastoreHook().metastore() as metastore:
             try:
                 info = metastore.catalog.require_transactional(database, table)  # unknown / non-ACID: fail here
             except AcidError as exc:
                 raise RuntimeError(f"acid_table_settings: refusing {database}.{table}: {exc}") from exc
-            validate_properties(to_set, current=dict(info.params))
-            if to_set:
-                info = metastore.catalog.set_table_params(database, table, to_set)
-            if to_unset:
-                info = metastore.catalog.unset_table_params(database, table, to_unset, if_exists=True)
+            check_settings(to_set)
+            info = metastore.catalog.alter_table_params(database, table, set_params=to_set, unset=to_unset,
+                                                        if_exists=True)
         log.info("acid_table_settings: %s set %s, unset %s", info.full_name, to_set, to_unset)
         return dict(info.params)
 

@@ -39,20 +39,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compaction-id", type=int, required=True)
     parser.add_argument("--metastore", help="metastore URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
     parser.add_argument("--worker-id", help="recorded as the compaction's worker (default: <host>-spark-<app id>)")
-    parser.add_argument("--result-file", help="write the outcome as JSON {ok, message} here (spark-submit merges the "
-                                              "driver's stderr into its stdout, so callers read this instead)")
+    parser.add_argument("--result-file", help="write the outcome as JSON {ok, message, worker_id} here (spark-submit "
+                                              "merges the driver's stderr into its stdout, so callers read this "
+                                              "instead)")
     args = parser.parse_args(argv)
 
     from spark_jobs.session import build_session
 
     spark = build_session(f"acid-compaction-{args.compaction_id}")
     metastore = Metastore(args.metastore)
+    worker_id = args.worker_id
     try:
-        worker_id = args.worker_id or f"{metastore.db.identity.host}-spark-{spark.sparkContext.applicationId}"
+        worker_id = worker_id or f"{metastore.db.identity.host}-spark-{spark.sparkContext.applicationId}"
         outcome = CompactionWorker(metastore, worker_id=worker_id, runner=SparkRunner(spark)).run(args.compaction_id)
-        return _report(args.result_file, True, f"compaction {outcome.compaction_id}: {outcome.result}: {outcome.message}")
+        message = f"compaction {outcome.compaction_id}: {outcome.result}: {outcome.message}"
+        return _report(args.result_file, True, message, worker_id)
     except Exception as exc:  # a Spark task failure arrives as a Py4J error wrapping the Python one
-        return _report(args.result_file, False, f"compaction {args.compaction_id} failed: {_reason(exc)}")
+        return _report(args.result_file, False, f"compaction {args.compaction_id} failed: {_reason(exc)}", worker_id)
     finally:
         metastore.close()
         spark.stop()
@@ -67,10 +70,10 @@ def _reason(exc: Exception) -> str:
     return (errors[-1] if errors else lines[-1] if lines else type(exc).__name__)[:2000]
 
 
-def _report(result_file: str | None, ok: bool, message: str) -> int:
+def _report(result_file: str | None, ok: bool, message: str, worker_id: str | None) -> int:
     if result_file:
         with open(result_file, "w", encoding="utf-8") as handle:
-            json.dump({"ok": ok, "message": message}, handle)
+            json.dump({"ok": ok, "message": message, "worker_id": worker_id}, handle)
     print(message, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import pkgutil
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +40,44 @@ def _imported_modules(package: str) -> dict[str, set[str]]:
 def test_packages_import_only_downstream(package, forbidden):
     offenders = {path: sorted(names & forbidden) for path, names in _imported_modules(package).items() if names & forbidden}
     assert offenders == {}
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """`lint-imports` (the contracts in pyproject.toml) run as `make test` runs it, on the tree at `root`."""
+    environment = {**os.environ, "PYTHONPATH": str(root / "plugins"), "COLUMNS": "250"}
+    return subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], cwd=root, env=environment,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("path, injected, broken", [
+    (None, None, None),
+    ("dags/acid_table_settings.py", "import acid_cli.sql.ddl", "Nothing imports the CLI"),
+    ("acid_platform/settings.py", "from acid_cli import main", "Nothing imports the CLI"),
+    ("plugins/acid_plugin/hooks.py", "import spark_jobs.compact", "The Airflow code refers to spark_jobs by path"),
+    ("acid_core/fs.py", "import acid_plugin.hooks", "Airflow code: dags -> plugins (acid_plugin) -> acid_core"),
+    ("acid_core/layout.py", "from dags import acid_compact", "Airflow code: dags -> plugins"),
+    ("acid_core/layout.py", "import pyspark.sql", "acid_core imports no engine, orchestrator or front end"),
+    ("acid_core/compaction/codes.py", "import spark_jobs.session", "Spark jobs: spark_jobs -> acid_core"),
+    ("spark_jobs/session.py", "from airflow.sdk import dag", "spark_jobs imports no Airflow code"),
+])
+def test_the_import_contracts_hold_and_a_forbidden_import_breaks_one(tmp_path, path, injected, broken):
+    """The contracts run on a copy of the tree: as it is they hold (so they see the real code, dags/ and plugins/
+    included); with one forbidden import added, lint-imports fails naming the contract."""
+    for name in ("acid_core", "acid_cli", "acid_platform", "spark_jobs", "plugins", "dags"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    if path is not None:
+        with open(tmp_path / path, "a", encoding="utf-8") as source:
+            source.write(f"\n{injected}  # injected by the test\n")
+    result = _lint_imports(tmp_path)
+    output = result.stdout + result.stderr
+    if broken is None:
+        assert result.returncode == 0, output
+        assert re.search(r"Contracts: \d+ kept, 0 broken", output), output
+    else:
+        assert result.returncode == 1, output
+        assert f"{broken}" in output and "BROKEN" in output, output
+        assert re.search(rf"^{re.escape(broken)}.* BROKEN$", output, re.M), output
 
 
 def test_acid_core_imports_without_spark_or_airflow():

@@ -217,11 +217,11 @@ class Run:
                 if kind == "transaction":
                     txn_id = store.txns.open_txn(agent_info="reader")
                     snapshot = store.txns.snapshot([NAME], current_txn=txn_id)
-                    release = lambda: store.txns.commit(txn_id)  # noqa: E731
+                    release = lambda txn_id=txn_id: store.txns.commit(txn_id)  # noqa: E731
                 else:
                     lease = store.leases.acquire("default", TABLE, owner="reader")
                     snapshot = lease.snapshot
-                    release = lambda: store.leases.release(lease.lease_id)  # noqa: E731
+                    release = lambda lease=lease: store.leases.release(lease.lease_id)  # noqa: E731
                 try:
                     pause_s = random_.uniform(0.05, 0.25) if random_.random() < slow_share else 0.0
                     rows = _rows(store, snapshot, self.location, pause_s=pause_s)

@@ -34,10 +34,10 @@ from acid_cli.hiveql.literals import check_row_sizes, parse_row
 from acid_cli.hiveql.spark_sql import SparkSyntaxError, parse_tree
 from acid_cli.hiveql.tokens import Token, TokenizeError, TokenKind, tokenize
 from acid_cli.hiveql.types import parse_column_list
+from acid_core.compaction.codes import REQUESTABLE_TYPES
 
 __all__ = ["EXCERPT_LENGTH", "RESERVED_WORDS", "HiveQLSyntaxError", "excerpt", "parse_script", "parse_statement"]
 
-_COMPACTION_TYPES = ("major", "minor")
 _STATEMENT_WORDS = ("CREATE", "DROP", "ALTER", "SHOW", "DESCRIBE", "USE", "INSERT", "ABORT", "SELECT", "WITH", "FROM",
                     "UPDATE", "DELETE", "MERGE")
 _QUERY_WORDS = ("SELECT", "FROM", "WITH", "MAP", "REDUCE")
@@ -226,7 +226,7 @@ class _Parser(TokenCursor):
     def compact(self, table: TableName, partition: PartitionSpec | None) -> AlterTableCompact:
         """After COMPACT: Hive's alterStatementSuffixCompact without the rebalance-only clauses."""
         type_token = self.peek()
-        if type_token.kind is not TokenKind.STRING or type_token.value.lower() not in _COMPACTION_TYPES:
+        if type_token.kind is not TokenKind.STRING or type_token.value.lower() not in REQUESTABLE_TYPES:
             self.fail(["compaction type 'major' or 'minor'"])
         self.advance()
         found: dict[str, object] = {}

@@ -8,7 +8,8 @@ from acid_cli.hiveql import ast
 from acid_cli.sql.results import result, shown
 from acid_cli.sql.session import Session
 from acid_core.errors import MetastoreError, NoSuchObjectError
-from acid_core.metastore.compactions import CompactionInfo, CompactionState, CompactionType
+from acid_core.compaction.codes import PENDING_STATES, CompactionState, CompactionType
+from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LOCK_ACQUIRED, LockType
 from acid_core.metastore.txns import TXN_OPEN
 from acid_core.locations import data_location
@@ -24,8 +25,6 @@ COMPACTION_KEYS = ("compactionid", "dbname", "tabname", "partname", "type", "sta
 _ORDER_ALIASES = {"id": "compactionid", "database": "dbname", "db": "dbname", "table": "tabname", "tablename": "tabname",
                   "partition": "partname", "partitionname": "partname", "enqueue_time": "enqueuetime",
                   "start_time": "starttime", "pool": "poolname", "highestwriteid": "hightestwriteid"}
-_TERMINAL = {CompactionState.SUCCEEDED, CompactionState.FAILED, CompactionState.REFUSED,
-             CompactionState.DID_NOT_INITIATE, CompactionState.ABORTED, CompactionState.READY_FOR_CLEANING}
 
 
 def _split_id(identifier: str | None) -> tuple[str | None, str | None]:
@@ -174,7 +173,7 @@ def _wait(session: Session, compaction_id: int) -> None:
     pause = session.wait_poll_s
     while True:
         info = session.metastore.compactions.get(compaction_id)
-        if info is None or info.state in _TERMINAL:
+        if info is None or info.state not in PENDING_STATES:
             state = info.state.display if info else "unknown"
             session.say(f"Compaction with id {compaction_id} finished with status: {state}")
             return

@@ -11,42 +11,9 @@ from acid_cli.sql.results import result
 from acid_cli.sql.session import Session
 from acid_core.errors import FileSystemError, MetastoreError
 from acid_core.fs import FileSystem, is_absolute_location
+from acid_core.metastore import properties as table_properties
 from acid_core.metastore.catalog import check_identifier
 from acid_core.metastore.locks import LockComponent, LockType
-
-_THRESHOLD_INT = "compactorthreshold.hive.compactor.delta.num.threshold"
-_THRESHOLD_PCT = "compactorthreshold.hive.compactor.delta.pct.threshold"
-_BOOLEAN_KEYS = ("transactional", "no_auto_compaction", "no_cleanup")
-
-
-def validate_properties(properties: dict[str, str], *, current: dict[str, str] | None = None) -> dict[str, str]:
-    """Check the values of the properties this system acts on; returns them unchanged.
-
-    Raises:
-        MetastoreError: a value of the wrong kind, insert-only tables, or turning an ACID table non-transactional.
-    """
-    lowered = {k.lower(): v for k, v in properties.items()}
-    for key in _BOOLEAN_KEYS:
-        if key in lowered and lowered[key].lower() not in ("true", "false"):
-            raise MetastoreError(f"table property {key!r} must be 'true' or 'false', got {lowered[key]!r}")
-    if lowered.get("transactional_properties", "default").lower() not in ("default", "split_update"):
-        raise MetastoreError(f"transactional_properties={lowered['transactional_properties']!r} is not supported: "
-                             "only full ACID tables ('default') are (insert-only tables are not)")
-    if _THRESHOLD_INT in lowered:
-        value = lowered[_THRESHOLD_INT]
-        if not value.isdigit():
-            raise MetastoreError(f"table property {_THRESHOLD_INT!r} must be a whole number >= 0, got {value!r}")
-    if _THRESHOLD_PCT in lowered:
-        try:
-            if float(lowered[_THRESHOLD_PCT]) < 0:
-                raise ValueError
-        except ValueError:
-            raise MetastoreError(f"table property {_THRESHOLD_PCT!r} must be a number >= 0, "
-                                 f"got {lowered[_THRESHOLD_PCT]!r}") from None
-    was_acid = current is not None and {k.lower(): v for k, v in current.items()}.get("transactional", "").lower() == "true"
-    if was_acid and lowered.get("transactional", "true").lower() == "false":
-        raise MetastoreError("a transactional table cannot be made non-transactional (Hive refuses it too)")
-    return properties
 
 
 def _qualified(location: str | None) -> str | None:
@@ -58,6 +25,7 @@ def _qualified(location: str | None) -> str | None:
 
 
 def create_database(session: Session, statement: ast.CreateDatabase) -> None:
+    table_properties.check_settings(dict(statement.properties), what="database")
     info = session.metastore.catalog.create_database(statement.name, location=_qualified(statement.location),
                                                      description=statement.comment,
                                                      params=dict(statement.properties) or None,
@@ -102,7 +70,7 @@ def show_databases(session: Session, statement: ast.ShowDatabases) -> None:
 def create_table(session: Session, statement: ast.CreateTable) -> None:
     database, name = session.qualify(statement.table)
     properties = dict(statement.properties)
-    validate_properties(properties)
+    table_properties.check_settings(properties)
     lowered = {k.lower() for k in properties}
     if any(k.lower() == "transactional" and v.lower() == "true" for k, v in properties.items()):
         if "transactional_properties" not in lowered:
@@ -164,20 +132,16 @@ def drop_table(session: Session, statement: ast.DropTable) -> None:
 
 def set_properties(session: Session, statement: ast.AlterTableSetProperties) -> None:
     database, name = session.qualify(statement.table)
-    current = session.metastore.catalog.get_table(database, name)
-    properties = validate_properties(dict(statement.properties), current=dict(current.params))
-    session.metastore.catalog.set_table_params(database, name, properties)
+    properties = dict(statement.properties)
+    table_properties.check_settings(properties)
+    session.metastore.catalog.alter_table_params(database, name, set_params=properties)
     session.say("OK")
 
 
 def unset_properties(session: Session, statement: ast.AlterTableUnsetProperties) -> None:
     database, name = session.qualify(statement.table)
-    current = session.metastore.catalog.get_table(database, name)
-    if current.is_transactional and any(k.lower() in ("transactional", "transactional_properties")
-                                        for k in statement.keys):
-        raise MetastoreError(f"cannot unset 'transactional' or 'transactional_properties' of ACID table "
-                             f"{current.full_name}")
-    session.metastore.catalog.unset_table_params(database, name, list(statement.keys), if_exists=statement.if_exists)
+    session.metastore.catalog.alter_table_params(database, name, unset=list(statement.keys),
+                                                 if_exists=statement.if_exists)
     session.say("OK")
 
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from acid_core.compaction.codes import CompactionType
 from acid_core.compaction.plan import BucketWork, CompactionPlan
 from acid_core.delete_events import KeyArrays, valid_write_id_mask
 from acid_core.fs import FileSystem
 from acid_core.layout import bucket_file_name
 from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, KEY_COLUMNS, ReadPlan, SnapshotReader,
                              conform_columns)
-from acid_core.metastore.compactions import CompactionType
 from acid_core.orc_columnar import event_table, null_rows, write_event_table
 from acid_core.orc_events import CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, EventFile
 

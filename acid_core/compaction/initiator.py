@@ -23,6 +23,7 @@ from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import DatabaseInfo, TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY
 from acid_core.metastore.txns import TXN_ABORTED, full_table_name
 from acid_core.locations import data_location
 from acid_core.state import DirectoryState, get_acid_state
@@ -35,8 +36,6 @@ DELTA_NUM_THRESHOLD = 10  # hive.compactor.delta.num.threshold
 DELTA_PCT_THRESHOLD = 0.1  # hive.compactor.delta.pct.threshold
 FAILED_THRESHOLD = 2  # metastore.compactor.initiator.failed.compacts.threshold
 FAILED_RETRY_TIME_MS = 7 * 24 * 3600 * 1000  # metastore.compactor.initiator.failed.retry.time
-PCT_PROPERTY = "compactorthreshold.hive.compactor.delta.pct.threshold"
-NUM_PROPERTY = "compactorthreshold.hive.compactor.delta.num.threshold"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,13 +231,13 @@ def _compaction_type(table: TableInfo, state: DirectoryState, *, delta_num_thres
     base_size, delta_size = _sizes(state)
     no_base = base_size == 0 and delta_size > 0
     if not no_base:
-        pct = _threshold(table, PCT_PROPERTY, delta_pct_threshold, float)
+        pct = _threshold(table, DELTA_PCT_PROPERTY, delta_pct_threshold, float)
         if base_size > 0 and delta_size / base_size > pct:
             return CompactionType.MAJOR, (f"delta size {delta_size} / base size {base_size} = "
                                           f"{delta_size / base_size:.3g} > delta.pct.threshold {pct}")
         if delta_size == 0 and any(name.startswith("base_") for name in state.obsolete):
             return CompactionType.MAJOR, "no delta data but several bases"
-    num = int(_threshold(table, NUM_PROPERTY, delta_num_threshold, int))
+    num = int(_threshold(table, DELTA_NUM_PROPERTY, delta_num_threshold, int))
     count = len(state.deltas)
     if count <= num:
         return None, f"{count} deltas <= delta.num.threshold {num}" + ("" if no_base else

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from acid_core.compaction.codes import CompactionType
 from acid_core.fs import FileSystem
 from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name,
                               parse_bucket_file, parse_directory, parse_original_file)
 from acid_core.merge import DeleteSource, InsertSource, plan_read
-from acid_core.metastore.compactions import CompactionType
 from acid_core.orc_events import Column
 from acid_core.state import DirectoryState
 from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList

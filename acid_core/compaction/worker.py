@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from acid_core.compaction.attempt import Result, before_run
 from acid_core.compaction.execute import BucketResult, run_bucket
 from acid_core.compaction.plan import (CompactionPlan, build_plan, enough_to_compact, is_leftover_of,
                                        is_output_of_attempt)
@@ -23,7 +24,7 @@ from acid_core.fs import FileSystem
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionInfo, CompactionState, CompactionType
+from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import TxnType, full_table_name
 from acid_core.state import get_acid_state
@@ -58,21 +59,19 @@ class CompactionWorker:
         self.lock_timeout_ms = lock_timeout_ms
 
     def run(self, compaction_id: int) -> Outcome:
-        """Run one queued compaction to the end.
+        """Run one queued compaction to the end; an entry compacted already is left as it is ("nothing to do").
 
         Raises:
+            CompactionStateError: the entry may not run (`attempt.before_run`: unknown, held by another worker,
+                refused, failed...); nothing changed.
             AcidError: the compaction failed; it is marked failed (with this message) and nothing it wrote is visible.
         """
         queue = self.metastore.compactions
-        current = queue.get(compaction_id)
-        if current is None:
-            raise CompactionStateError(f"compaction {compaction_id} does not exist")
-        if current.state is not CompactionState.INITIATED:
-            if current.state in (CompactionState.READY_FOR_CLEANING, CompactionState.SUCCEEDED):
-                return Outcome(compaction_id, "nothing to do", f"compaction {compaction_id} already finished "
-                               f"({current.state.display}); nothing changed")
-            raise CompactionStateError(f"compaction {compaction_id} is {current.state.display}, not initiated: "
-                                       "only an initiated compaction can run")
+        verdict = before_run(queue.get(compaction_id), compaction_id)
+        if verdict.result is Result.NOTHING_TO_DO:
+            return Outcome(compaction_id, Result.NOTHING_TO_DO.value, verdict.message)
+        if verdict.result is not Result.RUN:
+            raise CompactionStateError(verdict.message)
         info = queue.claim(worker_id=self.worker_id, compaction_id=compaction_id)
         txn_id = None
         stop = threading.Event()
@@ -115,25 +114,27 @@ class CompactionWorker:
             if state.obsolete or state.aborted:
                 store.compactions.mark_compacted(info.id)  # nothing to merge, but the cleaner has work
                 store.txns.commit(txn_id)
-                return Outcome(info.id, "compacted", "nothing to merge; obsolete or aborted directories left for the cleaner")
+                return Outcome(info.id, Result.COMPACTED.value,
+                               "nothing to merge; obsolete or aborted directories left for the cleaner")
             store.compactions.mark_refused(info.id, REFUSED_MESSAGE)
             store.txns.commit(txn_id)
-            return Outcome(info.id, "refused", REFUSED_MESSAGE)
+            return Outcome(info.id, Result.REFUSED.value, REFUSED_MESSAGE)
         plan = build_plan(fs, state, compaction_id=info.id, kind=info.type, columns=table.columns, write_ids=write_ids,
                           txn_id=txn_id, compression=(table.param("orc.compress") or "ZLIB").upper())
-        for final, temp in plan.outputs:
+        for _, temp in plan.outputs:
             fs.make_dirs(fs.join(location, temp))
         results = self.runner(plan)
-        for final, temp in plan.outputs:
+        for _, temp in plan.outputs:
             fs.write_atomically(fs.join(location, temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
         for final, temp in plan.outputs:
             fs.rename(fs.join(location, temp), fs.join(location, final))
         store.compactions.mark_compacted(info.id)
         store.txns.commit(txn_id)
         inserts, deletes = sum(r.inserts for r in results), sum(r.deletes for r in results)
-        kind = "major" if info.type is CompactionType.MAJOR else "minor"
-        return Outcome(info.id, "compacted", f"{kind} compaction {info.id} wrote {', '.join(n for n, _ in plan.outputs)}: "
-                       f"{inserts} insert and {deletes} delete events in {len(plan.buckets)} buckets", inserts, deletes)
+        written = ", ".join(final for final, _ in plan.outputs)
+        return Outcome(info.id, Result.COMPACTED.value, f"{info.type.display.lower()} compaction {info.id} wrote "
+                       f"{written}: {inserts} insert and {deletes} delete events in {len(plan.buckets)} buckets",
+                       inserts, deletes)
 
     @staticmethod
     def _remove_leftovers(fs: FileSystem, location: str, compaction_id: int) -> None:

@@ -2,6 +2,7 @@
 
 Names are Hive identifiers (letters, digits, underscore), stored lower-case, so a name can never escape the warehouse
 as a path. Table properties keep their keys as given; look-ups of the ACID switches are case-insensitive as in Hive.
+Every create and alter checks the properties with `acid_core.metastore.properties` (Hive's metastore rules).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from acid_core.errors import (AlreadyExistsError, DuplicateKeyError, InvalidName
                               NoSuchObjectError, NotTransactionalError)
 from acid_core.fs import is_absolute_location
 from acid_core.layout import parse_partition_dir_name, partition_dir_name
+from acid_core.metastore import properties
 from acid_core.metastore import schema as s
 from acid_core.metastore.engine import Database
 from acid_core.orc_events import Column, parse_columns
@@ -53,13 +55,6 @@ def _absolute_location(location: str, what: str) -> str:
     return location.rstrip("/") if len(location) > 1 and not location.endswith("://") else location
 
 
-def _param(params: Mapping[str, str], key: str) -> str | None:
-    for name, value in params.items():
-        if name.lower() == key.lower():
-            return value
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class DatabaseInfo:
     name: str
@@ -70,12 +65,12 @@ class DatabaseInfo:
 
     def param(self, key: str) -> str | None:
         """A database property (DBPROPERTIES), key matched case-insensitively."""
-        return _param(self.params, key)
+        return properties.find(self.params, key)
 
     @property
     def no_auto_compaction(self) -> bool:
         """Hive honours `no_auto_compaction` on the database as well as on the table."""
-        return (self.param("no_auto_compaction") or "").lower() == "true"
+        return properties.is_true(self.param(properties.NO_AUTO_COMPACTION))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,21 +95,20 @@ class TableInfo:
 
     def param(self, key: str) -> str | None:
         """A table property, key matched case-insensitively."""
-        return _param(self.params, key)
+        return properties.find(self.params, key)
 
     @property
     def is_transactional(self) -> bool:
         """A full ACID table: 'transactional'='true' and not insert-only."""
-        return ((self.param("transactional") or "").lower() == "true"
-                and (self.param("transactional_properties") or "default").lower() != "insert_only")
+        return properties.is_full_acid(self.params)
 
     @property
     def no_auto_compaction(self) -> bool:
-        return (self.param("no_auto_compaction") or "").lower() == "true"
+        return properties.is_true(self.param(properties.NO_AUTO_COMPACTION))
 
     @property
     def bucketing_version(self) -> int:
-        return int(self.param("bucketing_version") or 2)
+        return int(self.param(properties.BUCKETING_VERSION) or 2)
 
     def partition_name(self, spec: Mapping[str, object]) -> str | None:
         """The `k=v/...` name of a full partition spec (None for an unpartitioned table).
@@ -194,7 +188,14 @@ class Catalog:
 
     def create_database(self, name: str, *, location: str | None = None, description: str | None = None,
                         params: Mapping[str, str] | None = None, if_not_exists: bool = False) -> DatabaseInfo:
+        """Record a database.
+
+        Raises:
+            MetastoreError: a bad name or a relative location; InvalidPropertyError: a property the metastore cannot
+                hold (`properties.check_database`); AlreadyExistsError: it exists (unless `if_not_exists`).
+        """
         name = check_identifier(name, "database")
+        params = properties.check_database(name, params)
 
         def create(conn: Connection) -> DatabaseInfo:
             row = conn.execute(sa.select(s.dbs).where(s.dbs.c.NAME == name)).first()
@@ -207,7 +208,7 @@ class Catalog:
             conn.execute(s.dbs.insert().values(DB_ID=db_id, NAME=name, DB_LOCATION_URI=where,
                                                DESC=description, CREATE_TIME=self.db.clock.now_ms()))
             if params:
-                conn.execute(s.database_params.insert(), [{"DB_ID": db_id, "PARAM_KEY": str(k), "PARAM_VALUE": str(v)}
+                conn.execute(s.database_params.insert(), [{"DB_ID": db_id, "PARAM_KEY": k, "PARAM_VALUE": v}
                                                           for k, v in params.items()])
             return self._database(conn, conn.execute(sa.select(s.dbs).where(s.dbs.c.DB_ID == db_id)).one())
 
@@ -247,19 +248,25 @@ class Catalog:
                            lambda conn: self._database(conn, self._database_row(conn, name)), write=False)
 
     def set_database_params(self, name: str, params: Mapping[str, str]) -> DatabaseInfo:
-        """Set database properties (ALTER DATABASE ... SET DBPROPERTIES); keys match case-insensitively."""
+        """Set database properties (ALTER DATABASE ... SET DBPROPERTIES); keys match case-insensitively.
+
+        Raises:
+            InvalidPropertyError: a property the metastore cannot hold (`properties.check_database`).
+        """
         name = check_identifier(name, "database")
+        wanted = properties.check_database(name, params)
 
         def set_(conn: Connection) -> DatabaseInfo:
             row = self._database_row(conn, name)
             dp = s.database_params.c
             current = conn.execute(sa.select(dp.PARAM_KEY).where(dp.DB_ID == row.DB_ID)).scalars().all()
-            lowered = {str(k).lower(): (str(k), str(v)) for k, v in params.items()}
+            lowered = {key.lower() for key in wanted}
             doomed = [old for old in current if old.lower() in lowered]
             if doomed:
                 conn.execute(s.database_params.delete().where(dp.DB_ID == row.DB_ID, dp.PARAM_KEY.in_(doomed)))
-            conn.execute(s.database_params.insert(), [{"DB_ID": row.DB_ID, "PARAM_KEY": k, "PARAM_VALUE": v}
-                                                      for k, v in lowered.values()])
+            if wanted:
+                conn.execute(s.database_params.insert(), [{"DB_ID": row.DB_ID, "PARAM_KEY": k, "PARAM_VALUE": v}
+                                                          for k, v in wanted.items()])
             return self._database(conn, row)
 
         return self.db.run(f"set properties of database {name}", set_)
@@ -303,10 +310,12 @@ class Catalog:
         Raises:
             MetastoreError: bad names, duplicate columns, a partition key that is also a column, bucketing on an
                 unknown column, or a bucket count outside 1..4096.
+            InvalidPropertyError: a property Hive's metastore refuses (`properties.check_new_table`).
             AlreadyExistsError: the table exists (unless `if_not_exists`).
         """
         database = check_identifier(database, "database")
         name = check_identifier(name, "table")
+        params = properties.check_new_table(f"{database}.{name}", params)
         cols = parse_columns([(check_identifier(c[0] if isinstance(c, tuple) else c.name, "column"),
                                c[1] if isinstance(c, tuple) else c.type) for c in columns])
         keys = tuple(parse_columns([(check_identifier(k[0] if isinstance(k, tuple) else k.name, "partition key"),
@@ -346,7 +355,7 @@ class Catalog:
                 conn.execute(s.bucketing_cols.insert(), [{"TBL_ID": table_id, "BUCKET_COL_NAME": b, "INTEGER_IDX": i}
                                                          for i, b in enumerate(buckets)])
             if params:
-                conn.execute(s.table_params.insert(), [{"TBL_ID": table_id, "PARAM_KEY": str(k), "PARAM_VALUE": str(v)}
+                conn.execute(s.table_params.insert(), [{"TBL_ID": table_id, "PARAM_KEY": k, "PARAM_VALUE": v}
                                                        for k, v in params.items()])
             return self._table(conn, database, name)
 
@@ -449,43 +458,51 @@ class Catalog:
 
         return self.db.run(f"drop table {database}.{name}", drop)
 
+    def alter_table_params(self, database: str, name: str, *, set_params: Mapping[str, str] | None = None,
+                           unset: Sequence[str] = (), if_exists: bool = False) -> TableInfo:
+        """ALTER TABLE ... SET / UNSET TBLPROPERTIES in one metastore transaction, with Hive's rules: a transactional
+        table stays transactional and keeps its 'transactional_properties' (`properties.changed_table`).
+
+        Raises:
+            NoSuchObjectError: no such table, or a key to unset is not there (unless `if_exists`).
+            InvalidPropertyError: a value the catalog refuses, or a change Hive forbids; nothing is changed.
+        """
+        return self._change_table_params(database, name, set_params=set_params, unset=unset, if_exists=if_exists,
+                                         transitions=True)
+
     def set_table_params(self, database: str, name: str, params: Mapping[str, str]) -> TableInfo:
-        """Set table properties (replacing a key that differs only in case, as Hive matches them)."""
-        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+        """Set table properties (replacing a key that differs only in case, as Hive matches them).
 
-        wanted: dict[str, tuple[str, str]] = {}
-        for key, value in params.items():  # two spellings of one key in one call: the last one wins
-            wanted[str(key).lower()] = (str(key), str(value))
-
-        def set_(conn: Connection) -> TableInfo:
-            table_id = self._table_id(conn, database, name)
-            current = conn.execute(sa.select(s.table_params.c.PARAM_KEY).where(s.table_params.c.TBL_ID == table_id)).scalars().all()
-            doomed = [old for old in current if old.lower() in wanted]
-            if doomed:
-                conn.execute(s.table_params.delete().where(s.table_params.c.TBL_ID == table_id,
-                                                           s.table_params.c.PARAM_KEY.in_(doomed)))
-            conn.execute(s.table_params.insert(), [{"TBL_ID": table_id, "PARAM_KEY": key, "PARAM_VALUE": value}
-                                                   for key, value in wanted.values()])
-            return self._table(conn, database, name)
-
-        return self.db.run(f"set properties of {database}.{name}", set_)
+        The values are checked (`properties.changed_table`) but not Hive's ALTER TABLE transitions: this is the
+        store's own write, with which a tool may repair a table; statements go through `alter_table_params`.
+        """
+        return self._change_table_params(database, name, set_params=params, transitions=False)
 
     def unset_table_params(self, database: str, name: str, keys: Sequence[str], *, if_exists: bool = False) -> TableInfo:
-        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+        """Remove table properties (case-insensitively), all or none; like `set_table_params`, without the ALTER
+        TABLE transitions."""
+        return self._change_table_params(database, name, unset=keys, if_exists=if_exists, transitions=False)
 
-        def unset(conn: Connection) -> TableInfo:
+    def _change_table_params(self, database: str, name: str, *, set_params: Mapping[str, str] | None = None,
+                             unset: Sequence[str] = (), if_exists: bool = False, transitions: bool) -> TableInfo:
+        database, name = check_identifier(database, "database"), check_identifier(name, "table")
+        tp = s.table_params.c
+
+        def change(conn: Connection) -> TableInfo:
             table_id = self._table_id(conn, database, name)
-            current = conn.execute(sa.select(s.table_params.c.PARAM_KEY).where(s.table_params.c.TBL_ID == table_id)).scalars().all()
-            for key in keys:
-                matches = [old for old in current if old.lower() == key.lower()]
-                if not matches and not if_exists:
-                    raise NoSuchObjectError(f"table {database}.{name} has no property {key!r}")
-                for old in matches:
-                    conn.execute(s.table_params.delete().where(s.table_params.c.TBL_ID == table_id,
-                                                               s.table_params.c.PARAM_KEY == old))
+            current = dict(conn.execute(sa.select(tp.PARAM_KEY, tp.PARAM_VALUE).where(tp.TBL_ID == table_id)).all())
+            after = properties.changed_table(f"{database}.{name}", current, set_params=set_params, unset=unset,
+                                             if_exists=if_exists, transitions=transitions)
+            stale = [key for key, value in current.items() if after.get(key) != value]  # removed, respelled, changed
+            if stale:
+                conn.execute(s.table_params.delete().where(tp.TBL_ID == table_id, tp.PARAM_KEY.in_(stale)))
+            fresh = [{"TBL_ID": table_id, "PARAM_KEY": key, "PARAM_VALUE": value} for key, value in after.items()
+                     if current.get(key) != value]
+            if fresh:
+                conn.execute(s.table_params.insert(), fresh)
             return self._table(conn, database, name)
 
-        return self.db.run(f"unset properties of {database}.{name}", unset)
+        return self.db.run(f"change properties of {database}.{name}", change)
 
     # --- partitions ------------------------------------------------------------------------------------------------
     def add_partition(self, database: str, name: str, spec: Mapping[str, object]) -> PartitionInfo:

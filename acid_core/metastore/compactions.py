@@ -2,11 +2,11 @@
 
 initiated -> working -> ready for cleaning -> (history) succeeded; failed, refused, did not initiate and aborted go
 straight to history. Each move is a compare-and-swap on CQ_STATE; history rows keep the queue row's id.
+The types and states themselves are defined in `acid_core.compaction.codes` (re-exported here).
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 from dataclasses import dataclass, fields
@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from acid_core.compaction.codes import QUEUE_STATES, CompactionState, CompactionType
 from acid_core.errors import CompactionStateError, MetastoreError
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import Catalog, check_identifier
@@ -22,50 +23,6 @@ from acid_core.metastore.engine import Database
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation
 from acid_core.validity import ValidTxnList
 
-
-class CompactionType(str, enum.Enum):
-    MAJOR = "a"
-    MINOR = "i"
-    REBALANCE = "r"
-    ABORT_TXN_CLEANUP = "c"
-
-    @classmethod
-    def parse(cls, text: str) -> "CompactionType":
-        """`major` / `minor` (any case), as ALTER TABLE ... COMPACT takes them."""
-        try:
-            return {"major": cls.MAJOR, "minor": cls.MINOR}[text.strip().lower()]
-        except KeyError:
-            raise MetastoreError(f"compaction type {text!r} is not 'major' or 'minor'") from None
-
-    @property
-    def display(self) -> str:
-        return {"a": "MAJOR", "i": "MINOR", "r": "REBALANCE", "c": "ABORT_TXN_CLEANUP"}[self.value]
-
-
-class CompactionState(str, enum.Enum):
-    INITIATED = "i"
-    WORKING = "w"
-    READY_FOR_CLEANING = "r"
-    FAILED = "f"
-    SUCCEEDED = "s"
-    DID_NOT_INITIATE = "a"
-    REFUSED = "c"
-    ABORTED = "x"
-
-    @property
-    def display(self) -> str:
-        return {"i": "initiated", "w": "working", "r": "ready for cleaning", "f": "failed", "s": "succeeded",
-                "a": "did not initiate", "c": "refused", "x": "aborted"}[self.value]
-
-    @classmethod
-    def parse(cls, text: str) -> "CompactionState":
-        for state in cls:
-            if text.strip().lower() in (state.display, state.name.lower()):
-                return state
-        raise MetastoreError(f"compaction state {text!r} is not one of {[s.display for s in cls]}")
-
-
-QUEUE_STATES = (CompactionState.INITIATED, CompactionState.WORKING, CompactionState.READY_FOR_CLEANING)
 CLEANER_RETRY_RETENTION_MS = 300_000  # hive.compactor.cleaner.retry.retention.time
 CLEANER_MAX_ATTEMPTS = 5  # hive.compactor.cleaner.retry.maxattempts
 ABORTED_BY_REQUEST = "Compaction Aborted by Abort Comapction request."  # Hive's text, spelling included

@@ -1,8 +1,10 @@
 """`AcidCompactionOperator`: run one queued compaction with the apache-spark provider's SparkSubmitOperator.
 
 The Spark application is `spark_jobs/compact.py`; the driver follows Hive's worker protocol and records the outcome
-in the compaction queue, which is what this operator reports: `ready for cleaning` (or `refused`, or already
-finished) succeeds, `failed` fails the task with the queue's error message. The metastore URL reaches the driver
+in the compaction queue. What the entry's state means before and after the run is decided by the core
+(`acid_core.compaction.attempt`, shared with `acid compact run` and the worker); this operator only maps the verdict
+to Airflow: compacted, refused or already compacted succeed, held by another worker is skipped, a killed driver is a
+retryable failure, anything else fails the task with the queue's error message. The metastore URL reaches the driver
 through its environment (never on the command line, which spark-submit and Airflow log), so client deploy mode is
 assumed: the driver runs where the task runs, like Hive's worker thread.
 """
@@ -35,7 +37,8 @@ class AcidCompactionOperator(SparkSubmitOperator):
     """Runs compaction `compaction_id` of the `acid_metastore` connection's queue as a spark-submit job.
 
     Returns `{"compaction_id", "table", "partition", "type", "state", "message"}`. An entry that another worker
-    holds is skipped; one that already finished is reported without running anything. Mapped instances can be
+    holds is skipped; one compacted already is reported without running anything; a refused, failed or aborted one
+    fails the task (`acid_core.compaction.attempt.before_run`). Mapped instances can be
     labelled in the UI with `map_index_template="{{ acid_compaction }}"` ("4: major db.table partition ds=1").
     """
 
@@ -50,21 +53,23 @@ class AcidCompactionOperator(SparkSubmitOperator):
         self.acid_metastore_conn_id = acid_metastore_conn_id
 
     def execute(self, context) -> dict:
-        from acid_core.metastore.compactions import CompactionState
+        from acid_core.compaction.attempt import Result, after_run, before_run, describe
         from acid_plugin.hooks import AcidMetastoreHook
 
         compaction_id = int(self.compaction_id)
         metastore_hook = AcidMetastoreHook(self.acid_metastore_conn_id)
-        before = self._entry(metastore_hook, compaction_id)
-        context["acid_compaction"] = f"{compaction_id}: {before.type.display.lower()} {_where(before)}"  # map label
-        if before.state in (CompactionState.READY_FOR_CLEANING, CompactionState.SUCCEEDED, CompactionState.REFUSED):
-            self.log.info("compaction %d is %s already; nothing to run", compaction_id, before.state.display)
-            return _summary(before, "already finished")
-        if before.state is CompactionState.WORKING:
-            raise AirflowSkipException(f"compaction {compaction_id} is working on {before.worker_id}; not run twice")
-        if before.state is not CompactionState.INITIATED:
-            raise AirflowFailException(f"compaction {compaction_id} of {_where(before)} is {before.state.display}: "
-                                       f"{before.error_message or 'only an initiated compaction can run'}")
+        with metastore_hook.metastore() as metastore:
+            before = before_run(metastore.compactions.get(compaction_id), compaction_id)
+        if before.entry is None:
+            raise AirflowFailException(f"{before.message} in the metastore of connection "
+                                       f"{self.acid_metastore_conn_id!r}")
+        entry = before.entry
+        context["acid_compaction"] = f"{compaction_id}: {entry.type.display.lower()} {describe(entry)}"  # map label
+        if before.result is Result.NOTHING_TO_DO:
+            self.log.info("%s", before.message)
+            return _summary(entry, before.message)
+        if before.result is not Result.RUN:
+            raise _airflow_error(before)
 
         worker_id = _worker_id(context, compaction_id)
         self.name = f"acid-compaction-{compaction_id}"
@@ -79,49 +84,23 @@ class AcidCompactionOperator(SparkSubmitOperator):
             "PATH": os.pathsep.join([python_bin, os.environ.get("PATH", "")]),
             **(self.env_vars or {}),
         }
-        self.log.info("compaction %d: %s %s of %s as worker %s", compaction_id, before.type.display,
-                      "compaction", _where(before), worker_id)
-        submit_error: AirflowException | None = None
+        self.log.info("%s as worker %s", before.message, worker_id)
+        submit_error: AirflowException | OSError | None = None
         try:
             super().execute(context)
         except (AirflowException, OSError) as exc:  # the queue entry says what happened; the exit status does not
             submit_error = exc
         finally:
             self._close_submit_pipe()
-        after = self._entry(metastore_hook, compaction_id)
-        if after.state is CompactionState.INITIATED:
-            after = self._record_failed_start(metastore_hook, compaction_id, worker_id, submit_error)
-        if after.state in (CompactionState.READY_FOR_CLEANING, CompactionState.SUCCEEDED):
-            if submit_error is not None:
-                self.log.warning("spark-submit reported an error after the compaction committed: %s", submit_error)
-            self.log.info("compaction %d of %s: %s", compaction_id, _where(after), after.state.display)
-            return _summary(after, "compacted")
-        if after.state is CompactionState.REFUSED:
-            self.log.info("compaction %d of %s refused: %s", compaction_id, _where(after), after.error_message)
-            return _summary(after, after.error_message or "refused")
-        if after.state is CompactionState.FAILED:
-            raise AirflowFailException(f"compaction {compaction_id} of {_where(after)} failed: {after.error_message}")
-        if after.worker_id != worker_id:
-            raise AirflowSkipException(f"compaction {compaction_id} was claimed by {after.worker_id} first")
-        raise AirflowException(
-            f"compaction {compaction_id} of {_where(after)} is still {after.state.display} after spark-submit ended "
-            f"({submit_error or 'exit status 0'}): the driver was killed. acid_housekeeping puts it back to "
-            "initiated after worker_timeout_seconds and the next acid_initiator run retries it")
-
-    def _record_failed_start(self, hook, compaction_id: int, worker_id: str, error: BaseException | None):
-        """spark-submit ended before its driver claimed the entry (no binary, no master, bad configuration): record
-        the failure in the queue, as Hive's worker does, so SHOW COMPACTIONS shows it and the initiator's
-        failed.compacts.threshold counts it. Compare-and-swap: an entry someone else claimed meanwhile is left alone."""
-        from acid_core.errors import CompactionStateError
-
-        message = f"spark-submit did not start the compaction: {error or 'exit status 0 without claiming it'}"
-        with hook.metastore() as metastore:
-            try:
-                metastore.compactions.claim(worker_id=worker_id, compaction_id=compaction_id)
-                metastore.compactions.mark_failed(compaction_id, message[:4000])
-            except CompactionStateError:
-                pass
-            return metastore.compactions.get(compaction_id)
+        with metastore_hook.metastore() as metastore:
+            after = after_run(metastore, compaction_id, worker_id=worker_id,
+                              launch_error=str(submit_error) if submit_error is not None else None)
+        if after.warning:
+            self.log.warning("%s", after.warning)
+        if not after.ok:
+            raise _airflow_error(after)
+        self.log.info("%s", after.message)
+        return _summary(after.entry, after.message)
 
     def _close_submit_pipe(self) -> None:
         """The provider's hook reads spark-submit's output to the end but leaves the pipe open."""
@@ -129,18 +108,17 @@ class AcidCompactionOperator(SparkSubmitOperator):
         if process is not None and process.stdout is not None and not process.stdout.closed:
             process.stdout.close()
 
-    def _entry(self, hook, compaction_id: int):
-        with hook.metastore() as metastore:
-            entry = metastore.compactions.get(compaction_id)
-        if entry is None:
-            raise AirflowFailException(f"compaction {compaction_id} does not exist in the metastore of connection "
-                                       f"{self.acid_metastore_conn_id!r}")
-        return entry
 
+def _airflow_error(verdict) -> AirflowException:
+    """The Airflow ending of a verdict that is not a success: held by another worker -> skipped; a run that died
+    (housekeeping puts the entry back) -> a failure Airflow may retry; anything else -> a failure without retries."""
+    from acid_core.compaction.attempt import Result
 
-def _where(entry) -> str:
-    name = f"{entry.database}.{entry.table}"
-    return f"{name} partition {entry.partition}" if entry.partition else name
+    if verdict.result is Result.BUSY:
+        return AirflowSkipException(verdict.message)
+    if verdict.result is Result.INTERRUPTED:
+        return AirflowException(verdict.message)
+    return AirflowFailException(verdict.message)
 
 
 def _summary(entry, message: str) -> dict:

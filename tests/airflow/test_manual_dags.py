@@ -33,7 +33,7 @@ def test_settings_sets_no_auto_compaction_and_threshold(acid_connection, make_ms
     ms = make_ms()
     ms.catalog.create_table("default", "t", COLUMNS, params={"transactional": "true"})
 
-    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, 
+    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS,
         "database": "default", "table": "t", "no_auto_compaction": "true", "delta_num_threshold": 4})
 
     assert run.state == "success"
@@ -41,7 +41,7 @@ def test_settings_sets_no_auto_compaction_and_threshold(acid_connection, make_ms
     assert info.param("no_auto_compaction") == "true" and info.param(DELTA_NUM) == "4"
     assert returned(run, "apply_settings")[DELTA_NUM] == "4"
 
-    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, 
+    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS,
         "database": "default", "table": "t", "no_auto_compaction": "clear", "clear_thresholds": True,
         "delta_num_threshold": None, "delta_pct_threshold": None})  # a dag.test() run keeps the last conf's values
 
@@ -57,7 +57,7 @@ def test_settings_fails_for_unknown_or_plain_table(acid_connection, make_ms, dag
     ms.catalog.create_table("default", "plain", COLUMNS)
     before = dict(ms.catalog.get_table("default", "plain").params)
 
-    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, 
+    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS,
         "database": "default", "table": table, "no_auto_compaction": "true", "delta_num_threshold": 2})
 
     assert run.state == "failed"

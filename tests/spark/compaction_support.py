@@ -131,7 +131,8 @@ def run_compact(compaction_id: int, metastore_url: str, acid_home: Path, *extra:
     except subprocess.TimeoutExpired:
         kill_session(process.pid)
         stdout, stderr = process.communicate()
-        raise AssertionError(f"acid compact run {compaction_id} did not finish in {timeout} s:\n{stderr[-4000:]}")
+        message = f"acid compact run {compaction_id} did not finish in {timeout} s:\n{stderr[-4000:]}"
+        raise AssertionError(message) from None
     finally:
         kill_session(process.pid)  # Spark's Python daemon has its own process group: whatever is left of the session
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

@@ -1,0 +1,116 @@
+"""What a request to run one queued compaction by id means for its queue entry, before the run and after it.
+
+One set of rules for every path that runs a compaction by id: the worker itself (`CompactionWorker.run`), the Airflow
+operator and `acid compact run` (both of which start `spark_jobs/compact.py` with spark-submit). They agree on when
+to run, when there is nothing to do, and what the entry says happened; each front end only maps the `Result` to its
+own vocabulary (an Airflow exception, an exit status). Cost: one queue read, and at most one compare-and-swap.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from acid_core.compaction.codes import CompactionState
+from acid_core.errors import CompactionStateError
+from acid_core.metastore import Metastore
+from acid_core.metastore.compactions import CompactionInfo
+
+
+class Result(str, enum.Enum):
+    RUN = "run"  # before: the entry is initiated; go
+    NOTHING_TO_DO = "nothing to do"  # before: it was compacted already (ready for cleaning, succeeded)
+    COMPACTED = "compacted"  # after: ready for cleaning (or cleaned already)
+    REFUSED = "refused"  # after: not enough to compact (Hive's refusal): a success without work
+    BUSY = "busy"  # another worker holds it: not run twice
+    INTERRUPTED = "interrupted"  # after: still ours and working, so the run died; housekeeping puts it back
+    ERROR = "error"  # unknown, failed, or in a state nothing can run
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A `Result` with the one-line message to show, the entry it was read from, and a warning worth logging."""
+
+    result: Result
+    message: str
+    entry: CompactionInfo | None = None
+    warning: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The request is satisfied (or may go on): run, nothing to do, compacted, refused."""
+        return self.result in (Result.RUN, Result.NOTHING_TO_DO, Result.COMPACTED, Result.REFUSED)
+
+
+def describe(entry: CompactionInfo) -> str:
+    """`db.table` or `db.table partition k=v`."""
+    name = entry.full_table_name
+    return f"{name} partition {entry.partition}" if entry.partition else name
+
+
+def before_run(entry: CompactionInfo | None, compaction_id: int) -> Verdict:
+    """Whether compaction `compaction_id`, whose queue entry is `entry` (None: unknown), should run now.
+
+    Only an initiated entry runs (Hive's worker takes initiated entries only). One that is ready for cleaning or
+    succeeded was compacted already: nothing to do, and nothing changes. One another worker holds is not run twice.
+    A refused, failed, aborted or not-initiated one is an error: the request cannot be met by running it.
+    """
+    if entry is None:
+        return Verdict(Result.ERROR, f"compaction {compaction_id} does not exist")
+    state, where = entry.state, describe(entry)
+    if state is CompactionState.INITIATED:
+        return Verdict(Result.RUN, f"compaction {compaction_id}: {entry.type.display} compaction of {where}", entry)
+    if state in (CompactionState.READY_FOR_CLEANING, CompactionState.SUCCEEDED):
+        return Verdict(Result.NOTHING_TO_DO, f"compaction {compaction_id} already finished ({state.display}); "
+                       "nothing changed", entry)
+    if state is CompactionState.WORKING:
+        return Verdict(Result.BUSY, f"compaction {compaction_id} is working on {entry.worker_id}; not run twice", entry)
+    return Verdict(Result.ERROR, f"compaction {compaction_id} of {where} is {state.display}: "
+                   f"{entry.error_message or 'only an initiated compaction can run'}", entry)
+
+
+def after_run(metastore: Metastore, compaction_id: int, *, worker_id: str | None, launch_error: str | None = None,
+              launcher: str = "spark-submit") -> Verdict:
+    """What the queue entry says a run that has ended did.
+
+    Args:
+        worker_id: the id the run claimed the entry with; None when the run chose its own and did not report it
+            (then a working entry counts as this run's).
+        launch_error: what the launcher reported (an exit status, an exception), if anything.
+        launcher: the launcher's name, for the messages.
+
+    An entry still initiated means the run never claimed it (no binary, no cluster, bad configuration): that is
+    recorded as a failure in the queue, as Hive's worker records one, so SHOW COMPACTIONS shows it and the
+    initiator's failed.compacts.threshold counts it (compare-and-swap: an entry someone else claimed meanwhile is
+    left alone).
+    """
+    entry = metastore.compactions.get(compaction_id)
+    if entry is not None and entry.state is CompactionState.INITIATED:
+        message = f"{launcher} did not start the compaction: {launch_error or 'it ended without claiming it'}"
+        try:
+            metastore.compactions.claim(worker_id=worker_id or f"{metastore.db.identity.host}-launcher",
+                                        compaction_id=compaction_id)
+            metastore.compactions.mark_failed(compaction_id, message[:4000])
+        except CompactionStateError:
+            pass
+        entry = metastore.compactions.get(compaction_id)
+    if entry is None:
+        return Verdict(Result.ERROR, f"compaction {compaction_id} does not exist (any more)")
+    state, where = entry.state, describe(entry)
+    if state in (CompactionState.READY_FOR_CLEANING, CompactionState.SUCCEEDED):
+        warning = (f"{launcher} reported an error after the compaction committed: {launch_error}"
+                   if launch_error else None)
+        return Verdict(Result.COMPACTED, f"compaction {compaction_id} of {where}: {state.display}", entry, warning)
+    if state is CompactionState.REFUSED:
+        return Verdict(Result.REFUSED, entry.error_message or "refused", entry)
+    if state is CompactionState.FAILED:
+        return Verdict(Result.ERROR, f"compaction {compaction_id} of {where} failed: {entry.error_message}", entry)
+    if state is CompactionState.WORKING:
+        if worker_id is not None and entry.worker_id != worker_id:
+            return Verdict(Result.BUSY, f"compaction {compaction_id} was claimed by {entry.worker_id} first", entry)
+        return Verdict(Result.INTERRUPTED, f"compaction {compaction_id} of {where} is still working after {launcher} "
+                       f"ended ({launch_error or 'exit status 0'}): the driver was killed. Housekeeping "
+                       "(acid_housekeeping) puts it back to initiated after the worker time-out and the next "
+                       "initiator run retries it", entry)
+    return Verdict(Result.ERROR, f"compaction {compaction_id} of {where} is {state.display}: "
+                   f"{entry.error_message or 'it did not run to the end'}", entry)
