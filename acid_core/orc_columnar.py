@@ -8,6 +8,7 @@ are added to the footer, and only then is it put in place.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Sequence
 
 import numpy as np
@@ -92,22 +93,146 @@ def _as_tuple(value, arrow_type: pa.DataType):
     return value
 
 
-def _write_rowwise(scratch, table: pa.Table, columns: Sequence[Column], compression: str) -> None:
+def _rowwise_events(table: pa.Table) -> list[tuple]:
     row_type = table.schema.field(ROW).type
-    operations = table.column(OPERATION).to_pylist()
-    events = list(zip(operations, *(table.column(n).to_pylist() for n in (ORIGINAL_WRITE_ID, BUCKET, ROW_ID,
-                                                                          CURRENT_WRITE_ID)),
-                      (_as_tuple(row, row_type) for row in table.column(ROW).to_pylist())))
-    with scratch.open_for_writing() as stream:
-        writer = EventFileWriter(stream, columns, compression=compression)
-        start = 0
-        while start < len(events):  # one call per run of equal operations
-            end = start
-            while end < len(events) and events[end][0] == events[start][0]:
-                end += 1
-            writer.write(events[start:end], operation=events[start][0])
-            start = end
-        writer.close()
+    return list(zip(table.column(OPERATION).to_pylist(),
+                    *(table.column(n).to_pylist() for n in (ORIGINAL_WRITE_ID, BUCKET, ROW_ID, CURRENT_WRITE_ID)),
+                    (_as_tuple(row, row_type) for row in table.column(ROW).to_pylist())))
+
+
+class EventStreamWriter:
+    """Writes event tables, in key order across calls, into one ORC bucket file with Hive's ACID user metadata.
+
+    Batches go to pyarrow's ORC writer as they come (pyorc's row-wise writer for char/varchar tables), so memory is
+    the writer's stripe buffer, not the file; nothing is visible at `destination` until `close`. Use as a context
+    manager: leaving it by an exception removes the scratch file.
+    Memory: one stripe buffer (`stripe_bytes`) plus the batch being written; time: linear in events.
+    """
+
+    def __init__(self, fs: FileSystem, destination: str, *, compression: str = "ZLIB",
+                 stripe_bytes: int = DEFAULT_STRIPE_BYTES, columns: Sequence[Column] | None = None) -> None:
+        if compression.upper() not in _COMPRESSION:
+            raise SchemaMismatchError(f"compression {compression!r} is not one of {sorted(_COMPRESSION)} "
+                                      "(Hive 3.1 cannot read ZSTD)")
+        self.fs, self.destination = fs, destination
+        self.compression, self.stripe_bytes, self.columns = compression.upper(), stripe_bytes, columns
+        self._rowwise = _exact_types_needed(columns)
+        self._exit = contextlib.ExitStack()
+        self._scratch = self._exit.enter_context(local_scratch(fs, destination))
+        self._writer = None
+        self._stream = None
+        self._schema: pa.Schema | None = None
+        self._last: tuple | None = None
+        self._counts = [0, 0, 0]
+
+    def write(self, table: pa.Table) -> None:
+        """Append events; they must continue the key order of everything written before.
+
+        Raises:
+            SchemaMismatchError: not the event schema (or not the schema of the earlier batches).
+            UnsortedEventsError: events out of key order, within the batch or after the previous one.
+        """
+        _check(table, self.destination)
+        if self._schema is not None and not table.num_rows:
+            return
+        if table.num_rows:
+            keys = KeyArrays(*(table.column(name).to_numpy() for name in KEY_FIELDS))
+            if self._last is not None and keys.first() < self._last:
+                raise UnsortedEventsError(f"{self.destination}: events are not sorted by (originalTransaction, "
+                                          "bucket, rowId) across batches; Hive's readers require it")
+            self._last = keys.last()
+        operations = table.column(OPERATION).to_numpy()
+        for operation in range(3):
+            self._counts[operation] += int((operations == operation).sum())
+        if self._schema is None:
+            self._schema = table.schema
+            self._open()
+        elif table.schema != self._schema:
+            try:
+                table = table.cast(self._schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise SchemaMismatchError(f"{self.destination}: a batch of events does not fit the file's schema "
+                                          f"{self._schema}: {exc}") from exc
+        if self._rowwise:
+            events = _rowwise_events(table)
+            start = 0
+            while start < len(events):  # one call per run of equal operations
+                end = start
+                while end < len(events) and events[end][0] == events[start][0]:
+                    end += 1
+                self._writer.write(events[start:end], operation=events[start][0])
+                start = end
+            return
+        try:
+            self._writer.write(table)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise SchemaMismatchError(f"{self.destination}: ORC cannot hold these events: {exc}") from exc
+
+    def _open(self) -> None:
+        if self._rowwise:
+            self._stream = self._exit.enter_context(self._scratch.open_for_writing())
+            self._writer = EventFileWriter(self._stream, self.columns, compression=self.compression)
+        else:
+            self._writer = pa_orc.ORCWriter(self._scratch.path, compression=_COMPRESSION[self.compression],
+                                            file_version="0.12", stripe_size=self.stripe_bytes)
+
+    @property
+    def rows(self) -> int:
+        return sum(self._counts)
+
+    def close(self) -> AcidStats:
+        """Finish the file, add Hive's user metadata and put it in place; returns its `hive.acid.stats`.
+
+        Raises:
+            SchemaMismatchError: nothing was written (an ACID file needs a schema).
+            FileSystemError: `destination` exists or cannot be written.
+        """
+        if self._schema is None:
+            raise SchemaMismatchError(f"{self.destination}: no events were written; nothing to close")
+        stats = AcidStats(*self._counts)
+        with self._exit:
+            self._writer.close()
+            if self._rowwise:
+                self._stream.close()
+            else:
+                _add_acid_metadata(self._scratch, stats, self.destination)
+            put_scratch(self.fs, self._scratch, self.destination)
+        return stats
+
+    def abort(self) -> None:
+        """Drop what was written (the scratch file)."""
+        if self._writer is not None and not self._rowwise:
+            try:
+                self._writer.close()
+            except (pa.ArrowException, OSError):
+                pass
+        self._exit.close()
+
+    def __enter__(self) -> "EventStreamWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        if exc_type is not None:
+            self.abort()
+
+
+def _add_acid_metadata(scratch, stats: AcidStats, destination: str) -> None:
+    """Read back each stripe's last key for `hive.acid.key.index` (one stripe's key columns at a time) and patch it,
+    `hive.acid.stats` and `hive.acid.version` into the finished scratch file's footer."""
+    written = pa_orc.ORCFile(scratch.path)
+    key_index = []
+    for stripe in range(written.nstripes):
+        keys = written.read_stripe(stripe, columns=list(KEY_FIELDS))
+        last = keys.num_rows - 1
+        key_index.append("%d,%d,%d;" % (keys.column(0)[last].as_py(), keys.column(1)[last].as_py(),
+                                        keys.column(2)[last].as_py()))
+    ps_length = scratch.read_tail(1)[0]
+    footer_length = _footer_length(scratch.read_tail(ps_length + 1))
+    tail = scratch.read_tail(footer_length + ps_length + 1)
+    cut, new_tail = with_user_metadata(tail, {KEY_INDEX_KEY: "".join(key_index).encode(),
+                                              STATS_KEY: stats.serialize(),
+                                              VERSION_KEY: ACID_VERSION.encode()}, path=destination)
+    scratch.replace_tail(cut, new_tail)
 
 
 def write_event_table(fs: FileSystem, destination: str, table: pa.Table, *, compression: str = "ZLIB",
@@ -115,13 +240,18 @@ def write_event_table(fs: FileSystem, destination: str, table: pa.Table, *, comp
     """Write an event table as one ORC bucket file with Hive's ACID user metadata; nothing is visible until done.
 
     `columns` (the table's Hive types) keeps char/varchar columns as such: Arrow cannot express them, so such
-    tables are written through the row-wise writer.
+    tables are written through the row-wise writer. (`EventStreamWriter` writes a file batch by batch.)
 
     Raises:
         SchemaMismatchError: not the event schema, or a compression Hive 3.1 cannot read.
         UnsortedEventsError: events out of key order.
         FileSystemError: `destination` exists or cannot be written.
     """
+    if _exact_types_needed(columns):
+        with EventStreamWriter(fs, destination, compression=compression, stripe_bytes=stripe_bytes,
+                               columns=columns) as writer:
+            writer.write(table)
+            return writer.close()
     if compression.upper() not in _COMPRESSION:
         raise SchemaMismatchError(f"compression {compression!r} is not one of {sorted(_COMPRESSION)} "
                                   "(Hive 3.1 cannot read ZSTD)")
@@ -129,29 +259,12 @@ def write_event_table(fs: FileSystem, destination: str, table: pa.Table, *, comp
     operations = table.column(OPERATION).to_numpy()
     stats = AcidStats(int((operations == 0).sum()), int((operations == 1).sum()), int((operations == 2).sum()))
     with local_scratch(fs, destination) as scratch:
-        if _exact_types_needed(columns):
-            _write_rowwise(scratch, table, columns, compression.upper())
-            put_scratch(fs, scratch, destination)
-            return stats
         try:
             pa_orc.write_table(table, scratch.path, compression=_COMPRESSION[compression.upper()], file_version="0.12",
                                stripe_size=stripe_bytes)
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise SchemaMismatchError(f"{destination}: ORC cannot hold these events: {exc}") from exc
-        written = pa_orc.ORCFile(scratch.path)
-        key_index = []
-        for stripe in range(written.nstripes):
-            keys = written.read_stripe(stripe, columns=list(KEY_FIELDS))
-            last = keys.num_rows - 1
-            key_index.append("%d,%d,%d;" % (keys.column(0)[last].as_py(), keys.column(1)[last].as_py(),
-                                            keys.column(2)[last].as_py()))
-        ps_length = scratch.read_tail(1)[0]
-        footer_length = _footer_length(scratch.read_tail(ps_length + 1))
-        tail = scratch.read_tail(footer_length + ps_length + 1)
-        cut, new_tail = with_user_metadata(tail, {KEY_INDEX_KEY: "".join(key_index).encode(),
-                                                  STATS_KEY: stats.serialize(),
-                                                  VERSION_KEY: ACID_VERSION.encode()}, path=destination)
-        scratch.replace_tail(cut, new_tail)
+        _add_acid_metadata(scratch, stats, destination)
         put_scratch(fs, scratch, destination)
     return stats
 
@@ -160,5 +273,5 @@ def _footer_length(postscript_and_length: bytes) -> int:
     return parse_postscript(postscript_and_length[:-1]).footer_length
 
 
-__all__ = ["event_table", "rows_struct", "null_rows", "write_event_table", "ORIGINAL_WRITE_ID", "BUCKET", "ROW_ID",
+__all__ = ["EventStreamWriter", "event_table", "rows_struct", "null_rows", "write_event_table", "ORIGINAL_WRITE_ID", "BUCKET", "ROW_ID",
            "CURRENT_WRITE_ID", "ROW"]
