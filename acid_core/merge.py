@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -187,6 +187,23 @@ class SnapshotReader:
         pieces = [self._filter(source, event_file, s, cursors) for s in stripes]
         pieces = [piece for piece in pieces if piece is not None and piece.num_rows]
         return pa.concat_tables(pieces) if pieces else None
+
+    def stream(self, source: InsertSource) -> Iterator[pa.Table]:
+        """One insert source's surviving rows a stripe at a time, in key order (whichever delete path): what a
+        compaction merges. Memory: one stripe, plus the delete events of its key interval on the sort-merge path."""
+        if source.length == 0:
+            return
+        event_file = EventFile(self.fs, source.path, length=source.length)
+        if source.synthetic is None and not event_file.is_acid:
+            raise SchemaMismatchError(f"{source.path}: a bucket file in an ACID directory does not have the ACID event schema")
+        cursors = self._cursors(event_file) if self.streaming else None
+        stripes = range(event_file.num_stripes) if event_file.is_acid and source.synthetic is None else [None]
+        for stripe in stripes:
+            if event_file.is_acid and source.synthetic is None:
+                _refuse_acid_v1_events(event_file, stripe)
+            piece = self._filter(source, event_file, stripe, cursors)
+            if piece is not None and piece.num_rows:
+                yield piece
 
     def _cursors(self, event_file: EventFile) -> list[DeleteCursor]:
         start = None

@@ -3,27 +3,32 @@
 Major: every row the compactor's snapshot sees (deletes applied, aborted writes dropped) keeps its ROW__ID and is
 written as an insert event with originalTransaction = currentTransaction = its original write id (what Hive's
 query-based major compaction writes). Minor: every valid insert event goes to the new delta and every valid delete
-event to the new delete delta, nothing applied. Events are written in key order. Pure acid_core: Spark runs this
-function on its executors, the local runner in-process.
+event to the new delete delta, nothing applied. Events are written in key order: each input file streams its stripes
+into a k-way merge (`sorted_merge`) whose output is written as it comes (`EventStreamWriter`), as Hive's
+OrcRawRecordMerger feeds its OrcRecordUpdater. Pure acid_core: Spark runs this function on its executors, the local
+runner in-process.
+Memory: a stripe per input file plus the output's stripe buffer (and the bucket's delete events when they fit the
+in-memory bound), not the bucket; time: linear in events.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Iterator
 
-import numpy as np
 import pyarrow as pa
 
 from acid_core.compaction.codes import CompactionType
 from acid_core.compaction.plan import BucketWork, CompactionPlan
-from acid_core.delete_events import KeyArrays, valid_write_id_mask
+from acid_core.delete_events import valid_write_id_mask
 from acid_core.fs import FileSystem
 from acid_core.layout import bucket_file_name
 from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, KEY_COLUMNS, ReadPlan, SnapshotReader,
                              conform_columns)
-from acid_core.orc_columnar import event_table, null_rows, write_event_table
+from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
 from acid_core.orc_events import CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, EventFile
+from acid_core.sorted_merge import merge_sorted
+from acid_core.types import arrow_struct
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,67 +38,93 @@ class BucketResult:
     deletes: int
 
 
-def _sorted(keys: KeyArrays) -> np.ndarray | None:
-    """An order that sorts the keys, or None when they already are (the usual case)."""
-    return None if keys.is_sorted() else np.lexsort((keys.rowid, keys.bucket, keys.owid))
-
-
-def _insert_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *, apply_deletes: bool,
-                   max_delete_events_in_memory: int) -> pa.Table | None:
-    """The bucket's visible insert events as data columns plus key columns, in key order."""
+def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *, apply_deletes: bool,
+                   max_delete_events_in_memory: int) -> Iterator[pa.Table]:
+    """The bucket's visible insert events as data columns plus key columns, in key order, a piece at a time: every
+    file streams its stripes (deletes applied per stripe) into a k-way merge."""
     read = ReadPlan(None, work.inserts, work.deletes if apply_deletes else ())
     reader = SnapshotReader(fs, read, plan.compactor_write_ids, with_keys=True,
                              max_delete_events_in_memory=max_delete_events_in_memory)
-    units = reader.units()
-    with ThreadPoolExecutor(max_workers=2) as pool:  # stripes decode in parallel (pyarrow releases the GIL)
-        tables = list(pool.map(reader.read, units))
-    pieces = [(table, unit[0].path) for unit, table in zip(units, tables) if table is not None]
-    if not pieces:
-        return None
     names = [c.name for c in plan.columns]
-    table = pa.concat_tables([conform_columns(t, names, path) for t, path in pieces], promote_options="permissive")
-    keys = KeyArrays(*(table.column(n).to_numpy() for n in KEY_COLUMNS))
-    order = _sorted(keys)
-    return table if order is None else table.take(pa.array(order))
+    row_type = arrow_struct(plan.columns)
+
+    def conformed(source) -> Iterator[pa.Table]:
+        for piece in reader.stream(source):
+            yield _declared_types(conform_columns(piece, names, source.path), row_type)
+
+    return merge_sorted([conformed(source) for source in work.inserts], KEY_COLUMNS)
 
 
-def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str, table: pa.Table) -> int:
+def _declared_types(table: pa.Table, row_type: pa.StructType) -> pa.Table:
+    """Data columns cast to the table's declared primitive types, so every piece of a merge has one schema (files
+    written before a column was added or widened hold nulls or narrower types)."""
+    for index in range(row_type.num_fields):
+        target = row_type.field(index).type
+        column = table.column(index)
+        if column.type != target and not pa.types.is_nested(target):
+            table = table.set_column(index, table.field(index).with_type(target), column.cast(target))
+    return table
+
+
+def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
+                   pieces: Iterator[pa.Table]) -> int:
+    """Insert events (originalTransaction = currentTransaction = the row's write id) written piece by piece; no
+    file when no row survives."""
     names = [c.name for c in plan.columns]
-    owid = table.column(KEY_COLUMNS[0]).to_numpy()
-    data = table.select(names).combine_chunks()
-    rows = pa.StructArray.from_arrays([data.column(i).chunk(0) if data.column(i).num_chunks
-                                       else pa.array([], data.schema.field(i).type) for i in range(len(names))],
-                                      names=names)
-    events = event_table(INSERT_OPERATION, owid, table.column(KEY_COLUMNS[1]).to_numpy(),
-                         table.column(KEY_COLUMNS[2]).to_numpy(), owid, rows)
     path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
-    return write_event_table(fs, path, events, compression=plan.compression, columns=plan.columns).inserts
+    writer = None
+    try:
+        for table in pieces:
+            owid = table.column(KEY_COLUMNS[0]).to_numpy()
+            events = event_table(INSERT_OPERATION, owid, table.column(KEY_COLUMNS[1]).to_numpy(),
+                                 table.column(KEY_COLUMNS[2]).to_numpy(), owid, rows_struct(table.select(names)))
+            if writer is None:
+                writer = EventStreamWriter(fs, path, compression=plan.compression, columns=plan.columns)
+            writer.write(events)
+        return writer.close().inserts if writer is not None else 0
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+
+
+def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tuple[Iterator[pa.Table], pa.StructType]:
+    """The bucket's valid delete events (keys and writing write id), in key order, a stripe at a time."""
+    write_ids = plan.compactor_write_ids
+    files = [EventFile(fs, source.path) for source in work.deletes]
+
+    def stripes(event_file: EventFile, check_validity: bool) -> Iterator[pa.Table]:
+        for stripe in range(event_file.num_stripes):
+            table = event_file.read((*KEY_FIELDS, CURRENT_WRITE_ID), stripe=stripe)
+            if check_validity:
+                table = table.filter(pa.array(valid_write_id_mask(write_ids,
+                                                                  table.column(CURRENT_WRITE_ID).to_numpy())))
+            yield table
+
+    row_type = files[0].row_type
+    names = [c.name for c in plan.columns]
+    fields = pa.struct([pa.field(name, row_type.field(i).type if i < row_type.num_fields else pa.null())
+                        for i, name in enumerate(names)])
+    merged = merge_sorted([stripes(f, source.check_validity) for f, source in zip(files, work.deletes)], KEY_FIELDS)
+    return merged, fields
 
 
 def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str) -> int:
-    write_ids = plan.compactor_write_ids
-    parts, row_type = [], None
-    for source in work.deletes:
-        event_file = EventFile(fs, source.path)
-        row_type = row_type or event_file.row_type
-        table = event_file.read((*KEY_FIELDS, CURRENT_WRITE_ID))
-        if source.check_validity:
-            table = table.filter(pa.array(valid_write_id_mask(write_ids, table.column(CURRENT_WRITE_ID).to_numpy())))
-        parts.append(table)
-    if not parts or not sum(p.num_rows for p in parts):
-        return 0
-    table = pa.concat_tables(parts)
-    keys = KeyArrays(*(table.column(n).to_numpy() for n in KEY_FIELDS))
-    order = _sorted(keys)
-    if order is not None:
-        table = table.take(pa.array(order))
-    names = [c.name for c in plan.columns]
-    fields = [pa.field(name, row_type.field(i).type if i < row_type.num_fields else pa.null())
-              for i, name in enumerate(names)]
-    events = event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
-                         table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(pa.struct(fields), table.num_rows))
+    pieces, row_type = _delete_stream(fs, plan, work)
     path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
-    return write_event_table(fs, path, events, compression=plan.compression, columns=plan.columns).deletes
+    writer = None
+    try:
+        for table in pieces:
+            events = event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
+                                 table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(row_type, table.num_rows))
+            if writer is None:
+                writer = EventStreamWriter(fs, path, compression=plan.compression, columns=plan.columns)
+            writer.write(events)
+        return writer.close().deletes if writer is not None else 0
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
 
 
 def run_bucket(plan: CompactionPlan, work: BucketWork, *,
@@ -102,16 +133,16 @@ def run_bucket(plan: CompactionPlan, work: BucketWork, *,
     fs, _ = FileSystem.resolve(plan.location)
     outputs = [name for name, _ in plan.outputs]
     if plan.kind is CompactionType.MAJOR:
-        table = _insert_events(fs, plan, work, apply_deletes=True, max_delete_events_in_memory=max_delete_events_in_memory)
-        written = _write_inserts(fs, plan, work, outputs[0], table) if table is not None and table.num_rows else 0
-        return BucketResult(work.bucket, written, 0)
+        pieces = _insert_stream(fs, plan, work, apply_deletes=True,
+                                max_delete_events_in_memory=max_delete_events_in_memory)
+        return BucketResult(work.bucket, _write_inserts(fs, plan, work, outputs[0], pieces), 0)
     inserted = deleted = 0
     insert_output = next((name for name in outputs if name.startswith("delta_")), None)
     delete_output = next((name for name in outputs if name.startswith("delete_delta_")), None)
     if insert_output and work.inserts:
-        table = _insert_events(fs, plan, work, apply_deletes=False, max_delete_events_in_memory=max_delete_events_in_memory)
-        if table is not None and table.num_rows:
-            inserted = _write_inserts(fs, plan, work, insert_output, table)
+        pieces = _insert_stream(fs, plan, work, apply_deletes=False,
+                                max_delete_events_in_memory=max_delete_events_in_memory)
+        inserted = _write_inserts(fs, plan, work, insert_output, pieces)
     if delete_output and work.deletes:
         deleted = _write_deletes(fs, plan, work, delete_output)
     return BucketResult(work.bucket, inserted, deleted)

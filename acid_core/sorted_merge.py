@@ -1,0 +1,105 @@
+"""A k-way merge of event streams already sorted by Hive's key (originalTransaction, bucket, rowId), in batches.
+
+Every ACID file is in key order (Hive's OrcRawRecordMerger relies on it), so compaction merges its inputs instead of
+concatenating and sorting them. Each round takes, from every input's current piece, the rows up to the smallest of
+the pieces' last keys (a binary search per input), so at least one piece is used up per round; a round with one
+contributor passes a zero-copy slice through, one with several sorts only what it took. In the usual layout (the
+base's keys below every delta's) each piece goes through whole.
+Memory: one piece (a stripe) per input plus one round's output; time: linear in rows, plus a sort of the rounds in
+which inputs interleave.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from acid_core.errors import UnsortedEventsError
+
+Key = tuple[int, int, int]
+
+
+class _Head:
+    """The current piece of one input, its key columns as numpy arrays, and how much of it is used."""
+
+    def __init__(self, pieces: Iterator[pa.Table], key_names: Sequence[str]) -> None:
+        self.pieces = pieces
+        self.key_names = key_names
+        self.table: pa.Table | None = None
+        self.keys: tuple[np.ndarray, np.ndarray, np.ndarray] = ()
+        self.start = 0
+        self.previous_last: Key | None = None
+
+    def advance(self) -> bool:
+        """Load the next non-empty piece; False when the input is exhausted."""
+        for table in self.pieces:
+            if table.num_rows:
+                self.table, self.start = table, 0
+                self.keys = tuple(table.column(name).to_numpy() for name in self.key_names)
+                first = self.key(0)
+                if self.previous_last is not None and first < self.previous_last:
+                    raise UnsortedEventsError(f"an input of the merge goes back from key {self.previous_last} to "
+                                              f"{first}: events must be sorted by (originalTransaction, bucket, rowId)")
+                self.previous_last = self.key(table.num_rows - 1)
+                return True
+        self.table = None
+        return False
+
+    def key(self, index: int) -> Key:
+        return int(self.keys[0][index]), int(self.keys[1][index]), int(self.keys[2][index])
+
+    def take_up_to(self, bound: Key) -> pa.Table | None:
+        """The unused rows with key <= bound (a slice); None when there are none."""
+        end = _count_up_to(self.keys, bound)
+        if end <= self.start:
+            return None
+        taken = self.table.slice(self.start, end - self.start)
+        self.start = end
+        return taken
+
+    @property
+    def used_up(self) -> bool:
+        return self.start >= self.table.num_rows
+
+
+def _count_up_to(keys: tuple[np.ndarray, np.ndarray, np.ndarray], bound: Key) -> int:
+    """How many rows of sorted keys are <= bound: a binary search on each key column within the equal range."""
+    owid, bucket, rowid = keys
+    low, high = np.searchsorted(owid, bound[0], "left"), np.searchsorted(owid, bound[0], "right")
+    if low == high:
+        return int(low)
+    low2 = low + np.searchsorted(bucket[low:high], bound[1], "left")
+    high2 = low + np.searchsorted(bucket[low:high], bound[1], "right")
+    if low2 == high2:
+        return int(low2)
+    return int(low2 + np.searchsorted(rowid[low2:high2], bound[2], "right"))
+
+
+def merge_sorted(inputs: Iterable[Iterable[pa.Table]], key_names: Sequence[str]) -> Iterator[pa.Table]:
+    """Tables of all inputs' rows in key order. Every input yields tables of one schema, sorted by `key_names`
+    (three columns: originalTransaction, bucket, rowId) within and across its tables.
+
+    Raises:
+        UnsortedEventsError: an input is out of key order.
+    """
+    heads = []
+    for pieces in inputs:
+        head = _Head(iter(pieces), key_names)
+        if head.advance():
+            heads.append(head)
+    while heads:
+        bound = min(head.previous_last for head in heads)  # the smallest last key of the current pieces
+        taken = [(head, piece) for head in heads for piece in [head.take_up_to(bound)] if piece is not None]
+        if len(taken) == 1:
+            yield taken[0][1]
+        elif taken:
+            merged = pa.concat_tables([piece for _, piece in taken], promote_options="permissive")
+            columns = [merged.column(name).to_numpy() for name in key_names]
+            order = np.lexsort((columns[2], columns[1], columns[0]))
+            yield merged.take(pa.array(order))
+        heads = [head for head in heads if not head.used_up or head.advance()]
+
+
+__all__ = ["merge_sorted"]
