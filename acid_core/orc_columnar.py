@@ -148,11 +148,8 @@ class EventStreamWriter:
             self._schema = table.schema
             self._open()
         elif table.schema != self._schema:
-            try:
-                table = table.cast(self._schema)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                raise SchemaMismatchError(f"{self.destination}: a batch of events does not fit the file's schema "
-                                          f"{self._schema}: {exc}") from exc
+            raise SchemaMismatchError(f"{self.destination}: a batch of events does not fit the file's schema: "
+                                      f"row {table.schema.field(ROW).type} after {self._schema.field(ROW).type}")
         if self._rowwise:
             events = _rowwise_events(table)
             start = 0

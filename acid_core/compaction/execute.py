@@ -79,7 +79,8 @@ def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final
             events = event_table(INSERT_OPERATION, owid, table.column(KEY_COLUMNS[1]).to_numpy(),
                                  table.column(KEY_COLUMNS[2]).to_numpy(), owid, rows_struct(table.select(names)))
             if writer is None:
-                writer = EventStreamWriter(fs, path, compression=plan.compression, columns=plan.columns)
+                writer = EventStreamWriter(fs, path, compression=plan.compression, stripe_bytes=plan.stripe_bytes,
+                                           columns=plan.columns)
             writer.write(events)
         return writer.close().inserts if writer is not None else 0
     except BaseException:
@@ -118,7 +119,8 @@ def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final
             events = event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
                                  table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(row_type, table.num_rows))
             if writer is None:
-                writer = EventStreamWriter(fs, path, compression=plan.compression, columns=plan.columns)
+                writer = EventStreamWriter(fs, path, compression=plan.compression, stripe_bytes=plan.stripe_bytes,
+                                           columns=plan.columns)
             writer.write(events)
         return writer.close().deletes if writer is not None else 0
     except BaseException:

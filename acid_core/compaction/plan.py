@@ -16,6 +16,7 @@ from acid_core.fs import FileSystem
 from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name,
                               parse_bucket_file, parse_directory, parse_original_file)
 from acid_core.merge import DeleteSource, InsertSource, plan_read
+from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.orc_events import Column
 from acid_core.state import DirectoryState
 from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList
@@ -43,6 +44,7 @@ class CompactionPlan:
     outputs: tuple[tuple[str, str], ...]  # (final name, hidden temporary name)
     buckets: tuple[BucketWork, ...]
     compression: str = "ZLIB"
+    stripe_bytes: int = DEFAULT_STRIPE_BYTES  # the table's orc.stripe.size: the output writer's buffer
 
     @property
     def compactor_write_ids(self) -> ValidCompactorWriteIdList:
@@ -104,7 +106,7 @@ def _bucket_of(path: str) -> int:
 
 def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kind: CompactionType,
                columns: tuple[Column, ...], write_ids: ValidCompactorWriteIdList, txn_id: int,
-               compression: str = "ZLIB") -> CompactionPlan:
+               compression: str = "ZLIB", stripe_bytes: int = DEFAULT_STRIPE_BYTES) -> CompactionPlan:
     """Group the snapshot's files by bucket (the file name's bucket number, as Hive's compactor splits its work)."""
     if kind is CompactionType.MINOR:  # a minor compaction merges deltas only; the base and originals stay
         state = dataclasses.replace(state, base=None, original_files=())
@@ -120,4 +122,4 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
         compaction_id=compaction_id, kind=kind, location=state.location, columns=columns, write_ids=str(write_ids),
         compactor_txn_id=txn_id, outputs=tuple((name, temp_name(name, compaction_id)) for name in names),
         buckets=tuple(BucketWork(b, tuple(i), tuple(d)) for b, (i, d) in sorted(buckets.items())),
-        compression=compression)
+        compression=compression, stripe_bytes=stripe_bytes)

@@ -19,10 +19,11 @@ from acid_core.compaction.attempt import Result, before_run
 from acid_core.compaction.execute import BucketResult, run_bucket
 from acid_core.compaction.plan import (CompactionPlan, build_plan, enough_to_compact, is_leftover_of,
                                        is_output_of_attempt)
-from acid_core.errors import AcidError, CompactionStateError
+from acid_core.errors import AcidError, CompactionStateError, UsageError
 from acid_core.fs import FileSystem
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION
 from acid_core.locations import data_location
+from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LockComponent, LockType
@@ -32,6 +33,26 @@ from acid_core.validity import ValidCompactorWriteIdList
 
 Runner = Callable[[CompactionPlan], Sequence[BucketResult]]
 REFUSED_MESSAGE = "None of the compaction thresholds met, compaction request is refused!"  # Hive's text
+
+
+def stripe_size(table) -> int:
+    """The table's `orc.stripe.size` (bytes, Hive's ORC table property), else Hive's default of 64 MiB: how much a
+    compaction's output writer buffers before it writes a stripe.
+
+    Raises:
+        UsageError: the property is not a whole number of at least 64 KiB.
+    """
+    text = table.param("orc.stripe.size")
+    if text is None:
+        return DEFAULT_STRIPE_BYTES
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 65_536:
+        raise UsageError(f"table {table.full_name}: orc.stripe.size must be a whole number of bytes of at least "
+                         f"65536, got {text!r}")
+    return value
 
 
 def local_runner(plan: CompactionPlan) -> list[BucketResult]:
@@ -120,7 +141,8 @@ class CompactionWorker:
             store.txns.commit(txn_id)
             return Outcome(info.id, Result.REFUSED.value, REFUSED_MESSAGE)
         plan = build_plan(fs, state, compaction_id=info.id, kind=info.type, columns=table.columns, write_ids=write_ids,
-                          txn_id=txn_id, compression=(table.param("orc.compress") or "ZLIB").upper())
+                          txn_id=txn_id, compression=(table.param("orc.compress") or "ZLIB").upper(),
+                          stripe_bytes=stripe_size(table))
         for _, temp in plan.outputs:
             fs.make_dirs(fs.join(location, temp))
         results = self.runner(plan)
