@@ -20,7 +20,7 @@ from typing import Sequence
 
 from acid_core.errors import AcidError, UsageError
 from acid_core.metastore.engine import redact
-from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_snapshot
+from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_batches
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
 from acid_cli.output import report_error, write_jsonl, write_table
@@ -87,14 +87,20 @@ def _inspect(args: argparse.Namespace) -> int:
 def _read(args: argparse.Namespace) -> int:
     write_ids = ValidWriteIdList.parse(args.write_ids) if args.write_ids else None
     names = [n.strip() for n in args.columns.split(",")] if args.columns else None
-    table = read_snapshot(args.path, write_ids=write_ids, txns=ValidTxnList.parse(args.txns),
-                          include_row_id=args.row_id, order_by_row_id=True, column_names=names,
-                          max_delete_events_in_memory=args.max_delete_events)
-    rows = table.to_pylist()
+    batches = read_batches(args.path, write_ids=write_ids, txns=ValidTxnList.parse(args.txns),
+                           include_row_id=args.row_id, order_by_row_id=True, column_names=names,
+                           max_delete_events_in_memory=args.max_delete_events)
+    header = batches.schema.names
     if args.format == "jsonl":
-        write_jsonl(rows, sys.stdout)
-    else:
-        write_table(table.column_names, ([row[name] for name in table.column_names] for row in rows), sys.stdout)
+        for batch in batches:  # a batch at a time: memory does not grow with the partition
+            write_jsonl(batch.to_pylist(), sys.stdout)
+        return 0
+    widths = None
+    for batch in batches:
+        rows = ([row[name] for name in header] for row in batch.to_pylist())
+        widths = write_table(header, rows, sys.stdout, widths=widths)
+    if widths is None:
+        write_table(header, [], sys.stdout)
     return 0
 
 

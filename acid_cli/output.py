@@ -41,16 +41,23 @@ def _cell(value: Any) -> str:
     return str(to_json_value(value))
 
 
-def write_table(header: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO) -> None:
-    """An aligned text table with a header rule, like Hive's CLI output."""
+def write_table(header: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO, *,
+                widths: list[int] | None = None) -> list[int]:
+    """An aligned text table with a header rule, like Hive's CLI output; returns the column widths.
+
+    Streamed output calls it once per batch: the first call (no `widths`) sizes the columns by its rows and writes
+    the header; later calls pass the widths back and write rows only (a longer cell widens only its own line)."""
     cells = [[_cell(v) for v in row] for row in rows]
-    widths = [len(h) for h in header]
-    for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
-    out.write("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip() + "\n")
-    out.write("  ".join("-" * w for w in widths) + "\n")
+    first = widths is None
+    if first:
+        widths = [len(h) for h in header]
+        for row in cells:
+            widths = [max(w, len(c)) for w, c in zip(widths, row)]
+        out.write("  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip() + "\n")
+        out.write("  ".join("-" * w for w in widths) + "\n")
     for row in cells:
         out.write("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+    return widths
 
 
 def report_error(prefix: str, error: AcidError) -> int:

@@ -22,6 +22,7 @@ from acid_core.layout import ParsedDelta, is_hidden, parse_bucket_file, parse_or
 from acid_core.orc_events import (CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW, EventFile,
                                   side_file_length)
 from acid_core.rowid import encode_bucket
+from acid_core.sorted_merge import merge_sorted
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import ValidTxnList, ValidWriteIdList
 
@@ -373,6 +374,64 @@ def _empty_result(names: Sequence[str], include_row_id: bool) -> pa.Table:
         row_id_type = pa.struct([("writeid", pa.int64()), ("bucketid", pa.int32()), ("rowid", pa.int64())])
         table = table.add_column(0, ROW_ID_COLUMN, pa.array([], row_id_type))
     return table
+
+
+def _result_schema(fs: FileSystem, plan: ReadPlan, names: Sequence[str], include_row_id: bool) -> pa.Schema:
+    """The schema of a streamed read, from file footers only: each data column's type from the widest file that
+    has it (positional, as `conform_columns` names them)."""
+    types: list[pa.DataType] = [pa.null()] * len(names)
+    for source in plan.inserts:
+        row_type = EventFile(fs, source.path, length=source.length).row_type if source.length != 0 else None
+        for index in range(min(len(names), row_type.num_fields if row_type is not None else 0)):
+            if pa.types.is_null(types[index]):
+                types[index] = row_type.field(index).type
+    return _empty_result(names, include_row_id).schema if not plan.inserts else \
+        _finish_keys(pa.table([pa.array([], t) for t in types] + [pa.array([], pa.int64()), pa.array([], pa.int32()),
+                                                                  pa.array([], pa.int64())],
+                              names=list(names) + list(KEY_COLUMNS)), include_row_id).schema
+
+
+def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, txns: ValidTxnList | None = None,
+                 include_row_id: bool = False, order_by_row_id: bool = False,
+                 column_names: Sequence[str] | None = None,
+                 max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, batch_rows: int = 65_536,
+                 missing_ok: bool = False, fs: FileSystem | None = None) -> pa.RecordBatchReader:
+    """`read_snapshot` as a stream of record batches: every file yields its stripes (deletes applied per stripe), in
+    file order, or merged in `row__id` order (`order_by_row_id`: the files are each in key order, so a k-way merge).
+    Memory: a stripe per file being merged (one stripe without ordering), not the partition; the deletes as in
+    `read_snapshot`. Same arguments as `read_snapshot`; the schema comes from the files' footers.
+    """
+    if fs is None:
+        fs, location = FileSystem.resolve(location)
+    write_ids = write_ids if write_ids is not None else ValidWriteIdList()
+    state = get_acid_state(location, write_ids=write_ids, txns=txns, ignore_empty_files=True, missing_ok=missing_ok,
+                           fs=fs)
+    plan = plan_read(fs, state, write_ids)
+    reader = SnapshotReader(fs, plan, write_ids, with_keys=include_row_id or order_by_row_id,
+                             max_delete_events_in_memory=max_delete_events_in_memory)
+    if column_names:
+        names = list(column_names)
+    else:
+        widest = max((EventFile(fs, s.path, length=s.length).row_type for s in plan.inserts if s.length != 0),
+                     key=lambda row_type: row_type.num_fields, default=pa.struct([]))
+        names = list(widest.names)
+    schema = _result_schema(fs, plan, names, include_row_id)
+
+    def pieces(source: InsertSource):
+        for table in reader.stream(source):
+            yield conform_columns(table, names, source.path)
+
+    streams = [pieces(source) for source in plan.inserts]
+    tables = merge_sorted(streams, KEY_COLUMNS) if order_by_row_id else (t for stream in streams for t in stream)
+
+    def batches():
+        for table in tables:
+            table = _finish_keys(table, include_row_id)
+            if table.schema != schema:
+                table = table.cast(schema)
+            yield from table.to_batches(max_chunksize=batch_rows)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, txns: ValidTxnList | None = None,

@@ -17,7 +17,7 @@ import pytest
 
 from acid_core.errors import SchemaMismatchError
 from acid_core.layout import ACID_FORMAT_FILE
-from acid_core.merge import read_snapshot
+from acid_core.merge import read_batches, read_snapshot
 from acid_core.orc_events import INSERT_OPERATION, EventFileWriter, parse_columns
 from acid_core.rowid import RowId
 from acid_core.validity import ValidWriteIdList
@@ -377,3 +377,28 @@ def test_reading_changes_nothing(random_table):
     read_snapshot(str(location), max_delete_events_in_memory=0)
     read_snapshot(str(location), include_row_id=True, order_by_row_id=True)
     assert tree(location) == before
+
+
+# --- the streamed read: record batches, a stripe at a time ------------------------------------------------------------
+@pytest.mark.parametrize("snapshot", SNAPSHOTS[:4], ids=lambda s: "all" if s is None else s.hive_string())
+@pytest.mark.parametrize("delete_path", DELETE_PATHS.values(), ids=DELETE_PATHS.keys())
+def test_read_batches_equals_read_snapshot_in_row_id_order(multi_stripe_table, snapshot, delete_path):
+    location, _ = multi_stripe_table
+    options = dict(write_ids=_write_ids(snapshot), max_delete_events_in_memory=delete_path)
+    whole = read_snapshot(str(location), include_row_id=True, order_by_row_id=True, **options)
+    reader = read_batches(str(location), include_row_id=True, order_by_row_id=True, batch_rows=500, **options)
+    batches = list(reader)
+    assert max(batch.num_rows for batch in batches) <= 500 and len(batches) > 2
+    assert pa.Table.from_batches(batches, reader.schema).equals(whole)
+
+
+def test_read_batches_in_file_order_has_the_same_rows(random_table):
+    location, model = random_table
+    streamed = read_batches(str(location)).read_all()
+    assert streamed.column_names == ["id", "name", "amount"]
+    assert table_rows(streamed) == sorted(model.visible().values(), key=repr)
+
+
+def test_read_batches_of_an_empty_or_missing_partition(tmp_path):
+    assert read_batches(str(tmp_path / "nothing"), missing_ok=True, include_row_id=True).read_all().column_names == [
+        "row__id"]
