@@ -121,6 +121,19 @@ def _delta_insert_sources(fs: FileSystem, delta: ParsedDelta, files: list[tuple[
     return sources
 
 
+def file_bucket(path: str) -> int:
+    """The bucket a data file holds, from its name (`bucket_N`, or an original file's `0000N_0`)."""
+    name = path.rsplit("/", 1)[-1]
+    parsed = parse_bucket_file(name)
+    return parsed.bucket if parsed else parse_original_file(name).bucket
+
+
+def source_bucket(source: InsertSource) -> int:
+    """The bucket of an insert source's rows: delete events for them sit in the delete deltas' file of that bucket
+    (Hive writes a delete event into the bucket of the row it deletes)."""
+    return (source.synthetic.bucket_property >> 16) & 0xFFF if source.synthetic else file_bucket(source.path)
+
+
 def _delete_event_count(delete_files: Sequence[EventFile]) -> int:
     """Delete events in the files by their `hive.acid.stats` (row count when absent): what picks the delete path."""
     return sum(f.stats.deletes if f.stats is not None else f.num_rows for f in delete_files)
@@ -138,7 +151,8 @@ def uses_sort_merge(fs: FileSystem, deletes: Sequence[DeleteSource], *,
 
 def read_units(fs: FileSystem, plan: ReadPlan, *, sort_merge: bool) -> list[tuple[InsertSource, int | None]]:
     """Independent pieces of work, `(insert source, stripe or None)`: one per stripe of a multi-stripe file when the
-    deletes are held in memory, else one per file (the sort-merge walks a file's stripes in order)."""
+    deletes are held in memory, else one per file (the sort-merge walks a file's stripes in order; `pieces` yields
+    them a stripe at a time)."""
     units: list[tuple[InsertSource, int | None]] = []
     for source in plan.inserts:
         if not sort_merge and source.synthetic is None and source.length is None:
@@ -183,11 +197,24 @@ class SnapshotReader:
             _refuse_acid_v1_events(event_file, stripe)
         if not self.streaming:
             return self._filter(source, event_file, stripe)
-        cursors = self._cursors(event_file)
+        cursors = self._cursors(event_file, stripe)
+        if stripe is not None:
+            return self._filter(source, event_file, stripe, cursors)
         stripes = range(event_file.num_stripes) if event_file.is_acid and source.synthetic is None else [None]
         pieces = [self._filter(source, event_file, s, cursors) for s in stripes]
         pieces = [piece for piece in pieces if piece is not None and piece.num_rows]
         return pa.concat_tables(pieces) if pieces else None
+
+    def pieces(self, unit: tuple[InsertSource, int | None]) -> Iterator[pa.Table]:
+        """A unit's surviving rows a stripe at a time: what `read` returns, without holding a whole file on the
+        sort-merge path."""
+        source, stripe = unit
+        if self.streaming and stripe is None:
+            yield from self.stream(source)
+            return
+        table = self.read(unit)
+        if table is not None and table.num_rows:
+            yield table
 
     def stream(self, source: InsertSource) -> Iterator[pa.Table]:
         """One insert source's surviving rows a stripe at a time, in key order (whichever delete path): what a
@@ -206,10 +233,15 @@ class SnapshotReader:
             if piece is not None and piece.num_rows:
                 yield piece
 
-    def _cursors(self, event_file: EventFile) -> list[DeleteCursor]:
+    def _cursors(self, event_file: EventFile, stripe: int | None = None) -> list[DeleteCursor]:
+        """Delete cursors starting where the insert file (or its stripe `stripe`) starts: delete stripes wholly
+        below are skipped by their key index."""
         start = None
-        if event_file.is_acid and event_file.num_rows:
-            first = event_file.read(KEY_FIELDS, stripe=0).slice(0, 1)
+        ends = event_file.key_index() if stripe else []
+        if stripe and len(ends) == event_file.num_stripes:
+            start = ends[stripe - 1]  # the previous stripe's last key: nothing below it can delete a row here
+        elif event_file.is_acid and event_file.num_rows:
+            first = event_file.read(KEY_FIELDS, stripe=stripe or 0).slice(0, 1)
             start = tuple(int(first.column(name)[0].as_py()) for name in KEY_FIELDS)
         return [DeleteCursor(f, self.write_ids, check_validity=s.check_validity, start_key=start)
                 for f, s in zip(self.delete_files, self.plan.deletes)]
@@ -355,6 +387,11 @@ class PartitionReader:
         if table is None or table.num_rows == 0:
             return None
         return _finish_keys(conform_columns(table, self.column_names, unit[0].path), self.include_row_id)
+
+    def read_pieces(self, unit: tuple[InsertSource, int | None]) -> Iterator[pa.Table]:
+        """`read_unit` a stripe at a time (the sort-merge path never holds a whole file)."""
+        for table in self._reader.pieces(unit):
+            yield _finish_keys(conform_columns(table, self.column_names, unit[0].path), self.include_row_id)
 
 
 def _column_names(pairs: list[tuple[pa.Table, str]]) -> list[str]:

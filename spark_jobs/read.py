@@ -5,7 +5,8 @@ partition's directory state (`get_acid_state`) and read plan (`plan_read`), pick
 (`uses_sort_merge`: Hive's `hive.transactional.events.mem` rule) and splits it into units: one per insert file, or
 per stripe of a multi-stripe file when the deletes fit in memory (`read_units`). Spark then reads the units in
 parallel (`mapInArrow`); every task opens the files through acid_core (pyarrow.fs), loads the delete events of each
-partition it reads once (or streams them) and yields Arrow record batches.
+bucket it reads once, from only that bucket's delete files (or streams them, skipping delete stripes below the
+unit by `hive.acid.key.index`), and yields Arrow record batches a stripe at a time.
 
 Columns: `row__id` struct<writeid:bigint,bucketid:int,rowid:bigint> first when asked for, then the table's columns
 (catalog names; Hive's files say `_col0`...), then the partition columns typed by the catalog's key types. Types
@@ -35,8 +36,8 @@ from acid_core.errors import AcidError, MetastoreError, SchemaMismatchError
 from acid_core.fs import FileSystem
 from acid_core.layout import DEFAULT_PARTITION_NAME
 from acid_core.locations import data_location
-from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, InsertSource, PartitionReader, ReadPlan, plan_read,
-                             read_units, uses_sort_merge)
+from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, InsertSource, PartitionReader, ReadPlan, file_bucket,
+                             plan_read, read_units, source_bucket, uses_sort_merge)
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.leases import Lease
@@ -198,7 +199,8 @@ class _ReadUnits:
     slots: tuple[int, ...] = ()
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        reader, current = None, None
+        readers: dict[int, PartitionReader] = {}
+        current = None
         for batch in batches:
             for slot in batch.column(0).to_pylist():
                 number = self.slots[slot] if self.slots else slot
@@ -206,13 +208,16 @@ class _ReadUnits:
                     continue
                 index, source, stripe = self.units[number]
                 partition = self.partitions[index]
-                if index != current:  # units come partition by partition: one partition's deletes in memory at a time
-                    reader = PartitionReader(partition.fs, partition.plan, self.write_ids,
-                                             column_names=self.column_names, include_row_id=self.include_row_id,
-                                             sort_merge=partition.sort_merge)
-                    current = index
-                table = reader.read_unit((source, stripe))
-                if table is not None:
+                if index != current:  # units come partition by partition: one partition's deletes at a time
+                    readers, current = {}, index
+                bucket = source_bucket(source)
+                reader = readers.get(bucket)
+                if reader is None:  # only the delete events of the buckets this task reads
+                    deletes = tuple(d for d in partition.plan.deletes if file_bucket(d.path) == bucket)
+                    reader = readers[bucket] = PartitionReader(
+                        partition.fs, ReadPlan(None, (), deletes), self.write_ids, column_names=self.column_names,
+                        include_row_id=self.include_row_id, sort_merge=partition.sort_merge)
+                for table in reader.read_pieces((source, stripe)):  # a stripe at a time
                     yield from self._output(table, partition).to_batches()
 
     def _output(self, table: pa.Table, partition: PartitionRead) -> pa.Table:

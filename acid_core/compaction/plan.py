@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from acid_core.compaction.codes import CompactionType
 from acid_core.fs import FileSystem
 from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name,
-                              parse_bucket_file, parse_directory, parse_original_file)
-from acid_core.merge import DeleteSource, InsertSource, plan_read
+                              parse_directory)
+from acid_core.merge import DeleteSource, InsertSource, file_bucket, plan_read, source_bucket
 from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.orc_events import Column
 from acid_core.state import DirectoryState
@@ -98,12 +98,6 @@ def output_names(state: DirectoryState, kind: CompactionType, write_ids: ValidWr
     return names
 
 
-def _bucket_of(path: str) -> int:
-    name = path.rsplit("/", 1)[-1]
-    parsed = parse_bucket_file(name)
-    return parsed.bucket if parsed else parse_original_file(name).bucket
-
-
 def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kind: CompactionType,
                columns: tuple[Column, ...], write_ids: ValidCompactorWriteIdList, txn_id: int,
                compression: str = "ZLIB", stripe_bytes: int = DEFAULT_STRIPE_BYTES) -> CompactionPlan:
@@ -113,10 +107,9 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
     read = plan_read(fs, state, write_ids)
     buckets: dict[int, tuple[list, list]] = {}
     for source in read.inserts:
-        bucket = (source.synthetic.bucket_property >> 16) & 0xFFF if source.synthetic else _bucket_of(source.path)
-        buckets.setdefault(bucket, ([], []))[0].append(source)
+        buckets.setdefault(source_bucket(source), ([], []))[0].append(source)
     for source in read.deletes:
-        buckets.setdefault(_bucket_of(source.path), ([], []))[1].append(source)
+        buckets.setdefault(file_bucket(source.path), ([], []))[1].append(source)
     names = output_names(state, kind, write_ids, txn_id)
     return CompactionPlan(
         compaction_id=compaction_id, kind=kind, location=state.location, columns=columns, write_ids=str(write_ids),
