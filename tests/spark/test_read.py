@@ -397,3 +397,36 @@ def test_partitioned_read_on_postgresql(spark, postgres_url, tmp_path):
             expected_rows(store, "pg_sales")
     finally:
         store.close()
+
+
+def test_a_read_task_loads_only_the_delete_events_of_the_buckets_it_reads(store, monkeypatch):
+    """Each bucket's rows are deleted through that bucket's delete file (Hive writes a delete event into the bucket
+    of the row); a task reading bucket 0 only builds a registry from bucket 0's delete files."""
+    import spark_jobs.read as read_module
+    from acid_core.merge import PartitionReader, file_bucket
+
+    table = Table(store, "two_buckets", bucket_columns=["id"], num_buckets=2)
+    table.insert([(i, f"n{i}", float(i)) for i in range(40)])
+    table.delete(list(range(0, 40, 3)))
+    plan = plan_table_read(store, "default", "two_buckets")
+    assert {file_bucket(d.path) for d in plan.partitions[0].plan.deletes} == {0, 1}
+    built = []
+    original = PartitionReader.__init__
+
+    def recording(self, fs, read_plan, *args, **kwargs):
+        built.append(sorted(file_bucket(d.path) for d in read_plan.deletes))
+        original(self, fs, read_plan, *args, **kwargs)
+
+    monkeypatch.setattr(read_module.PartitionReader, "__init__", recording)
+    names = tuple(c.name for c in plan.table.columns)
+    schema = table_schema(plan.table, include_row_id=True)
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    units = read_module._ReadUnits(plan.partitions, plan.units, plan.write_ids, names, True,
+                                   to_arrow_schema(schema, timezone="UTC"))
+    first_bucket = [n for n, (_, source, _) in enumerate(plan.units) if source.path.endswith("bucket_00000")]
+    rows = pa.Table.from_batches(list(units(iter([pa.record_batch([pa.array(first_bucket, pa.int64())],
+                                                                   names=["id"])]))))
+    assert built == [[0]]  # one registry, of bucket 0's delete files only
+    expected = [r for r in expected_rows(store, "two_buckets") if r["row__id"]["bucketid"] == encode_bucket(0, 0)]
+    assert rows.to_pylist() == expected
