@@ -16,6 +16,7 @@ from typing import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -27,7 +28,7 @@ from acid_core.layout import bucket_file_name, delta_dir_name, parse_write_stagi
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.txns import Operation
-from acid_core.orc_columnar import event_table, null_rows, write_event_table
+from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, write_event_table
 from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION
 from acid_core.rowid import decode_bucket_ids, encode_bucket
 from acid_core.table_write import TableWrite, compression_of, strongest
@@ -101,30 +102,64 @@ def _destination(task: _FileTask, part: str, bucket: int) -> tuple[str, str]:
     return directory, fs.join(directory, task.staging, bucket_file_name(bucket))
 
 
+def _insert_groups(batch: pa.RecordBatch, keys: tuple[str, ...], buckets: np.ndarray
+                   ) -> list[tuple[str, int, np.ndarray]]:
+    """(partition directory name, bucket, row positions in input order) of each group of a batch's rows: one
+    dictionary encoding of the (partition values, bucket) key, Python once per group, not per row."""
+    parts = [pc.fill_null(pc.cast(batch.column(batch.schema.get_field_index(k)), pa.string()), "\x00")
+             for k in keys]
+    combined = pc.binary_join_element_wise(*parts, pa.array(buckets).cast(pa.string()), "\x01")
+    codes = pc.dictionary_encode(combined).indices.to_numpy()
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    groups = []
+    for start, end in zip(starts.tolist(), starts[1:].tolist() + [len(order)]):
+        rows = order[start:end]
+        first = int(rows[0])
+        values = {k: batch.column(batch.schema.get_field_index(k))[first].as_py() for k in keys}
+        part = partition_dir_name({k: None if v is None else str(v) for k, v in values.items()}) if keys else ""
+        groups.append((part, int(buckets[first]), rows))
+    return groups
+
+
 def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Spark task: insert events for the rows of this task, one file per (partition, bucket or writer id)."""
+    """Spark task: insert events for the rows of this task, one file per (partition, bucket or writer id), written
+    batch by batch as the rows arrive (memory: one batch and each open file's stripe buffer, not the task's rows)."""
     from pyspark import TaskContext
 
     writer_id = TaskContext.get().partitionId()
-    batch = _one_batch(batches)
-    results = []
-    if batch is not None:
-        parts = _part_names(batch, task.partition_keys)
-        buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy() if task.bucketed \
-            else np.full(batch.num_rows, writer_id)
-        fs, _ = FileSystem.resolve(task.location)
-        for (part, bucket), rows in sorted(_groups(parts, buckets).items()):
-            chosen = batch.take(pa.array(rows))
-            data = pa.StructArray.from_arrays(
-                [chosen.column(chosen.schema.get_field_index(n)).cast(task.row_type.field(i).type)
-                 for i, n in enumerate(task.columns)], fields=list(task.row_type))
-            count = len(rows)
-            events = event_table(INSERT_OPERATION, np.full(count, task.write_id),
-                                 np.full(count, encode_bucket(int(bucket), task.statement_id)), np.arange(count),
-                                 np.full(count, task.write_id), data)
-            directory, path = _destination(task, part, int(bucket))
-            write_event_table(fs, path, events, compression=task.compression, columns=task.table_columns)
-            results.append((part, fs.join(directory, task.staging), count))
+    fs, _ = FileSystem.resolve(task.location)
+    files: dict[tuple[str, int], list] = {}  # (partition, bucket) -> [writer, rows written, staging directory]
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy() if task.bucketed \
+                else np.full(batch.num_rows, writer_id)
+            for part, bucket, rows in _insert_groups(batch, task.partition_keys, buckets):
+                chosen = batch.take(pa.array(rows))
+                data = pa.StructArray.from_arrays(
+                    [chosen.column(chosen.schema.get_field_index(n)).cast(task.row_type.field(i).type)
+                     for i, n in enumerate(task.columns)], fields=list(task.row_type))
+                entry = files.get((part, bucket))
+                if entry is None:
+                    directory, path = _destination(task, part, bucket)
+                    writer = EventStreamWriter(fs, path, compression=task.compression, columns=task.table_columns)
+                    entry = files[(part, bucket)] = [writer, 0, fs.join(directory, task.staging)]
+                count, first = len(rows), entry[1]
+                entry[0].write(event_table(INSERT_OPERATION, np.full(count, task.write_id),
+                                           np.full(count, encode_bucket(bucket, task.statement_id)),
+                                           np.arange(first, first + count), np.full(count, task.write_id), data))
+                entry[1] += count
+        results = []
+        for (part, _), (writer, count, staging) in sorted(files.items()):
+            writer.close()
+            results.append((part, staging, count))
+    except BaseException:
+        for writer, _, _ in files.values():
+            writer.abort()
+        raise
     yield _result_batch(results)
 
 

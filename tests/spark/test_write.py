@@ -204,3 +204,24 @@ def test_conditions_may_qualify_columns_with_the_table_name(spark, store):
     assert write.delete(spark, store, "default", "plain", "plain.id < 2").deleted == 2
     assert write.update(spark, store, "default", "plain", "plain.id = 5", {"name": "upper(plain.name)"}).inserted == 1
     assert visible(store, "plain") == {2: ("n2", 2.0), 3: ("n3", 3.0), 4: ("n4", 4.0), 5: ("N5", 5.0)}
+
+
+def test_insert_rows_are_grouped_by_partition_and_bucket_without_a_per_row_loop():
+    """The vectorized grouping of a task's batch equals the per-row one: every (partition, bucket) once, its rows in
+    input order, null partition values in Hive's default partition."""
+    import numpy as np
+    import pyarrow as pa
+
+    from acid_core.layout import partition_dir_name
+
+    batch = pa.record_batch([pa.array([1, 2, 3, 4, 5, 6]), pa.array(["a", None, "a", "b", None, "a"]),
+                             pa.array([7, 7, 8, 7, 7, 7])], names=["id", "ds", "hr"])
+    buckets = np.array([0, 0, 1, 0, 0, 0])
+    groups = write._insert_groups(batch, ("ds", "hr"), buckets)
+    expected: dict = {}
+    for index, (ds, hr, bucket) in enumerate(zip(["a", None, "a", "b", None, "a"], [7, 7, 8, 7, 7, 7], buckets)):
+        part = partition_dir_name({"ds": ds, "hr": str(hr)})
+        expected.setdefault((part, int(bucket)), []).append(index)
+    assert {(part, bucket): rows.tolist() for part, bucket, rows in groups} == expected
+    assert len(groups) == len(expected) and "ds=__HIVE_DEFAULT_PARTITION__/hr=7" in {g[0] for g in groups}
+    assert [rows.tolist() for _, _, rows in write._insert_groups(batch, (), np.zeros(6, int))] == [[0, 1, 2, 3, 4, 5]]
