@@ -413,6 +413,17 @@ def _empty_result(names: Sequence[str], include_row_id: bool) -> pa.Table:
     return table
 
 
+def _plan_snapshot(location: str, write_ids: ValidWriteIdList | None, txns: ValidTxnList | None, *,
+                   missing_ok: bool, fs: FileSystem | None) -> tuple[FileSystem, ValidWriteIdList, ReadPlan]:
+    """The filesystem, the write-id list (None: everything committed) and the read plan of one directory."""
+    if fs is None:
+        fs, location = FileSystem.resolve(location)
+    write_ids = write_ids if write_ids is not None else ValidWriteIdList()
+    state = get_acid_state(location, write_ids=write_ids, txns=txns, ignore_empty_files=True, missing_ok=missing_ok,
+                           fs=fs)
+    return fs, write_ids, plan_read(fs, state, write_ids)
+
+
 def _result_schema(fs: FileSystem, plan: ReadPlan, names: Sequence[str], include_row_id: bool) -> pa.Schema:
     """The schema of a streamed read, from file footers only: each data column's type from the widest file that
     has it (positional, as `conform_columns` names them)."""
@@ -438,12 +449,7 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
     Memory: a stripe per file being merged (one stripe without ordering), not the partition; the deletes as in
     `read_snapshot`. Same arguments as `read_snapshot`; the schema comes from the files' footers.
     """
-    if fs is None:
-        fs, location = FileSystem.resolve(location)
-    write_ids = write_ids if write_ids is not None else ValidWriteIdList()
-    state = get_acid_state(location, write_ids=write_ids, txns=txns, ignore_empty_files=True, missing_ok=missing_ok,
-                           fs=fs)
-    plan = plan_read(fs, state, write_ids)
+    fs, write_ids, plan = _plan_snapshot(location, write_ids, txns, missing_ok=missing_ok, fs=fs)
     reader = SnapshotReader(fs, plan, write_ids, with_keys=include_row_id or order_by_row_id,
                              max_delete_events_in_memory=max_delete_events_in_memory)
     if column_names:
@@ -491,12 +497,7 @@ def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, t
     Raises:
         AcidError: an unreadable directory, a corrupt file, or a snapshot the directory cannot serve.
     """
-    if fs is None:
-        fs, location = FileSystem.resolve(location)
-    write_ids = write_ids if write_ids is not None else ValidWriteIdList()
-    state = get_acid_state(location, write_ids=write_ids, txns=txns, ignore_empty_files=True, missing_ok=missing_ok,
-                           fs=fs)
-    plan = plan_read(fs, state, write_ids)
+    fs, write_ids, plan = _plan_snapshot(location, write_ids, txns, missing_ok=missing_ok, fs=fs)
     return read_plan(fs, plan, write_ids, include_row_id=include_row_id, order_by_row_id=order_by_row_id,
                      column_names=column_names, max_delete_events_in_memory=max_delete_events_in_memory,
                      threads=threads)

@@ -26,7 +26,8 @@ from acid_core.layout import bucket_file_name
 from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, KEY_COLUMNS, ReadPlan, SnapshotReader,
                              conform_columns)
 from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
-from acid_core.orc_events import CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, EventFile
+from acid_core.orc_events import (CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, AcidStats,
+                                  EventFile)
 from acid_core.sorted_merge import merge_sorted
 from acid_core.types import arrow_struct
 
@@ -66,27 +67,39 @@ def _declared_types(table: pa.Table, row_type: pa.StructType) -> pa.Table:
     return table
 
 
+def _write_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
+                  events: Iterator[pa.Table]) -> AcidStats | None:
+    """Write event tables as they come into the bucket's file of result directory `final`; no file (None) when
+    there are none."""
+    path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
+    writer = None
+    try:
+        for table in events:
+            if writer is None:
+                writer = EventStreamWriter(fs, path, compression=plan.compression, stripe_bytes=plan.stripe_bytes,
+                                           columns=plan.columns)
+            writer.write(table)
+        return writer.close() if writer is not None else None
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+
+
 def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
                    pieces: Iterator[pa.Table]) -> int:
     """Insert events (originalTransaction = currentTransaction = the row's write id) written piece by piece; no
     file when no row survives."""
     names = [c.name for c in plan.columns]
-    path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
-    writer = None
-    try:
+
+    def events() -> Iterator[pa.Table]:
         for table in pieces:
             owid = table.column(KEY_COLUMNS[0]).to_numpy()
-            events = event_table(INSERT_OPERATION, owid, table.column(KEY_COLUMNS[1]).to_numpy(),
-                                 table.column(KEY_COLUMNS[2]).to_numpy(), owid, rows_struct(table.select(names)))
-            if writer is None:
-                writer = EventStreamWriter(fs, path, compression=plan.compression, stripe_bytes=plan.stripe_bytes,
-                                           columns=plan.columns)
-            writer.write(events)
-        return writer.close().inserts if writer is not None else 0
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
+            yield event_table(INSERT_OPERATION, owid, table.column(KEY_COLUMNS[1]).to_numpy(),
+                              table.column(KEY_COLUMNS[2]).to_numpy(), owid, rows_struct(table.select(names)))
+
+    stats = _write_events(fs, plan, work, final, events())
+    return stats.inserts if stats is not None else 0
 
 
 def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tuple[Iterator[pa.Table], pa.StructType]:
@@ -112,21 +125,11 @@ def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tu
 
 def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str) -> int:
     pieces, row_type = _delete_stream(fs, plan, work)
-    path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
-    writer = None
-    try:
-        for table in pieces:
-            events = event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
-                                 table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(row_type, table.num_rows))
-            if writer is None:
-                writer = EventStreamWriter(fs, path, compression=plan.compression, stripe_bytes=plan.stripe_bytes,
-                                           columns=plan.columns)
-            writer.write(events)
-        return writer.close().deletes if writer is not None else 0
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
+    events = (event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
+                          table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(row_type, table.num_rows))
+              for table in pieces)
+    stats = _write_events(fs, plan, work, final, events)
+    return stats.deletes if stats is not None else 0
 
 
 def run_bucket(plan: CompactionPlan, work: BucketWork, *,
