@@ -430,3 +430,13 @@ def test_a_read_task_loads_only_the_delete_events_of_the_buckets_it_reads(store,
     assert built == [[0]]  # one registry, of bucket 0's delete files only
     expected = [r for r in expected_rows(store, "two_buckets") if r["row__id"]["bucketid"] == encode_bucket(0, 0)]
     assert rows.to_pylist() == expected
+
+
+def test_python_workers_use_the_jemalloc_pool(spark):
+    """pyarrow's default mimalloc pool reserves address space far beyond its use, which spark.executor.pyspark.memory
+    (an address-space limit) counts; the executors' Python workers get jemalloc."""
+    def pool(batches):
+        for _ in batches:
+            yield pa.record_batch([pa.array([pa.default_memory_pool().backend_name])], names=["pool"])
+
+    assert [row.pool for row in spark.range(1).mapInArrow(pool, "pool string").collect()] == ["jemalloc"]
