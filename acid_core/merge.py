@@ -186,24 +186,26 @@ class SnapshotReader:
         """Independent pieces of work: one per stripe of a multi-stripe file (in-memory deletes), else one per file."""
         return read_units(self.fs, self.plan, sort_merge=self.streaming)
 
-    def read(self, unit: tuple[InsertSource, int | None]) -> pa.Table | None:
-        source, stripe = unit
+    def _open(self, source: InsertSource) -> EventFile | None:
+        """The source's file (None for an empty one), refused when a bucket file lacks the ACID event schema."""
         if source.length == 0:
             return None
         event_file = EventFile(self.fs, source.path, length=source.length)
         if source.synthetic is None and not event_file.is_acid:
             raise SchemaMismatchError(f"{source.path}: a bucket file in an ACID directory does not have the ACID event schema")
+        return event_file
+
+    def read(self, unit: tuple[InsertSource, int | None]) -> pa.Table | None:
+        source, stripe = unit
+        if self.streaming and stripe is None:  # the sort-merge walks the whole file's stripes in order
+            pieces = list(self.stream(source))
+            return pa.concat_tables(pieces) if pieces else None
+        event_file = self._open(source)
+        if event_file is None:
+            return None
         if event_file.is_acid and source.synthetic is None:
             _refuse_acid_v1_events(event_file, stripe)
-        if not self.streaming:
-            return self._filter(source, event_file, stripe)
-        cursors = self._cursors(event_file, stripe)
-        if stripe is not None:
-            return self._filter(source, event_file, stripe, cursors)
-        stripes = range(event_file.num_stripes) if event_file.is_acid and source.synthetic is None else [None]
-        pieces = [self._filter(source, event_file, s, cursors) for s in stripes]
-        pieces = [piece for piece in pieces if piece is not None and piece.num_rows]
-        return pa.concat_tables(pieces) if pieces else None
+        return self._filter(source, event_file, stripe, self._cursors(event_file, stripe) if self.streaming else None)
 
     def pieces(self, unit: tuple[InsertSource, int | None]) -> Iterator[pa.Table]:
         """A unit's surviving rows a stripe at a time: what `read` returns, without holding a whole file on the
@@ -219,11 +221,9 @@ class SnapshotReader:
     def stream(self, source: InsertSource) -> Iterator[pa.Table]:
         """One insert source's surviving rows a stripe at a time, in key order (whichever delete path): what a
         compaction merges. Memory: one stripe, plus the delete events of its key interval on the sort-merge path."""
-        if source.length == 0:
+        event_file = self._open(source)
+        if event_file is None:
             return
-        event_file = EventFile(self.fs, source.path, length=source.length)
-        if source.synthetic is None and not event_file.is_acid:
-            raise SchemaMismatchError(f"{source.path}: a bucket file in an ACID directory does not have the ACID event schema")
         cursors = self._cursors(event_file) if self.streaming else None
         stripes = range(event_file.num_stripes) if event_file.is_acid and source.synthetic is None else [None]
         for stripe in stripes:
@@ -424,19 +424,19 @@ def _plan_snapshot(location: str, write_ids: ValidWriteIdList | None, txns: Vali
     return fs, write_ids, plan_read(fs, state, write_ids)
 
 
-def _result_schema(fs: FileSystem, plan: ReadPlan, names: Sequence[str], include_row_id: bool) -> pa.Schema:
-    """The schema of a streamed read, from file footers only: each data column's type from the widest file that
-    has it (positional, as `conform_columns` names them)."""
+def _result_schema(row_types: Sequence[pa.StructType], names: Sequence[str], include_row_id: bool) -> pa.Schema:
+    """The schema of a streamed read, from the files' row types (footers only): each data column's type from the
+    first file that has it (positional, as `conform_columns` names them)."""
+    if not row_types:
+        return _empty_result(names, include_row_id).schema
     types: list[pa.DataType] = [pa.null()] * len(names)
-    for source in plan.inserts:
-        row_type = EventFile(fs, source.path, length=source.length).row_type if source.length != 0 else None
-        for index in range(min(len(names), row_type.num_fields if row_type is not None else 0)):
+    for row_type in row_types:
+        for index in range(min(len(names), row_type.num_fields)):
             if pa.types.is_null(types[index]):
                 types[index] = row_type.field(index).type
-    return _empty_result(names, include_row_id).schema if not plan.inserts else \
-        _finish_keys(pa.table([pa.array([], t) for t in types] + [pa.array([], pa.int64()), pa.array([], pa.int32()),
-                                                                  pa.array([], pa.int64())],
-                              names=list(names) + list(KEY_COLUMNS)), include_row_id).schema
+    keys = [pa.array([], pa.int64()), pa.array([], pa.int32()), pa.array([], pa.int64())]
+    empty = pa.table([pa.array([], t) for t in types] + keys, names=list(names) + list(KEY_COLUMNS))
+    return _finish_keys(empty, include_row_id).schema
 
 
 def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, txns: ValidTxnList | None = None,
@@ -452,13 +452,12 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
     fs, write_ids, plan = _plan_snapshot(location, write_ids, txns, missing_ok=missing_ok, fs=fs)
     reader = SnapshotReader(fs, plan, write_ids, with_keys=include_row_id or order_by_row_id,
                              max_delete_events_in_memory=max_delete_events_in_memory)
+    row_types = [reader._open(source).row_type for source in plan.inserts if source.length != 0]
     if column_names:
         names = list(column_names)
     else:
-        widest = max((EventFile(fs, s.path, length=s.length).row_type for s in plan.inserts if s.length != 0),
-                     key=lambda row_type: row_type.num_fields, default=pa.struct([]))
-        names = list(widest.names)
-    schema = _result_schema(fs, plan, names, include_row_id)
+        names = list(max(row_types, key=lambda row_type: row_type.num_fields, default=pa.struct([])).names)
+    schema = _result_schema(row_types, names, include_row_id)
 
     def pieces(source: InsertSource):
         for table in reader.stream(source):
