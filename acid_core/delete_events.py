@@ -39,6 +39,18 @@ class KeyArrays:
         k0, k1, k2 = key
         return (self.owid < k0) | ((self.owid == k0) & ((self.bucket < k1) | ((self.bucket == k1) & (self.rowid < k2))))
 
+    def between(self, after: Key | None, up_to: Key | None) -> np.ndarray:
+        """Mask of keys in (after, up_to]; None leaves that side open."""
+        inside = np.ones(len(self), dtype=bool)
+        if after is not None:
+            inside &= ~self.below(after) & ~self.equal(after)
+        if up_to is not None:
+            inside &= self.below(up_to) | self.equal(up_to)
+        return inside
+
+    def equal(self, key: Key) -> np.ndarray:
+        return (self.owid == key[0]) & (self.bucket == key[1]) & (self.rowid == key[2])
+
     def is_sorted(self) -> bool:
         """Keys are non-decreasing, as Hive requires of every event file."""
         if len(self) < 2:
@@ -162,6 +174,4 @@ class DeleteCursor:
             if not self._load_next_stripe():
                 break
         self._buffer = self._buffer.take(~self._buffer.below(low))
-        buffer = self._buffer
-        at_high = (buffer.owid == high[0]) & (buffer.bucket == high[1]) & (buffer.rowid == high[2])
-        return buffer.take(buffer.below(high) | at_high)
+        return self._buffer.take(self._buffer.between(None, high))

@@ -15,7 +15,8 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from acid_core.delete_events import (DeleteCursor, DeleteRegistry, KeyArrays, read_delete_keys, valid_write_id_mask)
+from acid_core.delete_events import (DeleteCursor, DeleteRegistry, Key, KeyArrays, read_delete_keys,
+                                     valid_write_id_mask)
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem
 from acid_core.layout import ParsedDelta, is_hidden, parse_bucket_file, parse_original_file, side_file_name
@@ -218,18 +219,26 @@ class SnapshotReader:
         if table is not None and table.num_rows:
             yield table
 
-    def stream(self, source: InsertSource) -> Iterator[pa.Table]:
+    def stream(self, source: InsertSource, *, after: Key | None = None, up_to: Key | None = None
+               ) -> Iterator[pa.Table]:
         """One insert source's surviving rows a stripe at a time, in key order (whichever delete path): what a
-        compaction merges. Memory: one stripe, plus the delete events of its key interval on the sort-merge path."""
+        compaction merges. Memory: one stripe, plus the delete events of its key interval on the sort-merge path.
+
+        `after` / `up_to` keep only the rows whose key is in (after, up_to] (None: unbounded); of a file with
+        `hive.acid.key.index` only the stripes that can hold such keys are read (a key-range task of a rebalance).
+        """
         event_file = self._open(source)
         if event_file is None:
             return
-        cursors = self._cursors(event_file) if self.streaming else None
-        stripes = range(event_file.num_stripes) if event_file.is_acid and source.synthetic is None else [None]
+        acid = event_file.is_acid and source.synthetic is None
+        stripes: list[int | None] = _stripes_between(event_file, after, up_to) if acid else [None]
+        if not stripes:
+            return
+        cursors = self._cursors(event_file, stripes[0]) if self.streaming else None
         for stripe in stripes:
-            if event_file.is_acid and source.synthetic is None:
+            if acid:
                 _refuse_acid_v1_events(event_file, stripe)
-            piece = self._filter(source, event_file, stripe, cursors)
+            piece = self._filter(source, event_file, stripe, cursors, after=after, up_to=up_to)
             if piece is not None and piece.num_rows:
                 yield piece
 
@@ -247,7 +256,8 @@ class SnapshotReader:
                 for f, s in zip(self.delete_files, self.plan.deletes)]
 
     def _filter(self, source: InsertSource, event_file: EventFile, stripe: int | None,
-                cursors: list[DeleteCursor] | None = None) -> pa.Table | None:
+                cursors: list[DeleteCursor] | None = None, *, after: Key | None = None,
+                up_to: Key | None = None) -> pa.Table | None:
         if event_file.is_acid and source.synthetic is None:
             columns = [ROW] + (list(KEY_FIELDS) if self.need_keys else []) + ([CURRENT_WRITE_ID] if source.check_validity else [])
             table = event_file.read(columns, stripe=stripe)
@@ -264,6 +274,9 @@ class SnapshotReader:
             keep = None
         if data.num_rows == 0:
             return None
+        if after is not None or up_to is not None:
+            inside = keys.between(after, up_to)
+            keep = inside if keep is None else keep & inside
         registry = self.registry
         if cursors is not None:
             if not keys.is_sorted():
@@ -278,6 +291,17 @@ class SnapshotReader:
             data = data.append_column(KEY_COLUMNS[0], pa.array(keys.owid)).append_column(
                 KEY_COLUMNS[1], pa.array(keys.bucket)).append_column(KEY_COLUMNS[2], pa.array(keys.rowid))
         return data if keep is None else data.filter(pa.array(keep))
+
+
+def _stripes_between(event_file: EventFile, after: Key | None, up_to: Key | None) -> list[int]:
+    """The stripes of an event file that can hold keys in (after, up_to]: by the file's `hive.acid.key.index`
+    (stripe i holds keys in (last key of stripe i-1, last key of stripe i]); every stripe without a usable index."""
+    count = event_file.num_stripes
+    ends = event_file.key_index() if after is not None or up_to is not None else []
+    if len(ends) != count:
+        return list(range(count))
+    return [i for i in range(count)
+            if (after is None or ends[i] > after) and (up_to is None or i == 0 or ends[i - 1] < up_to)]
 
 
 def _refuse_acid_v1_events(event_file: EventFile, stripe: int | None) -> None:

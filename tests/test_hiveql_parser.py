@@ -98,6 +98,9 @@ def test_alter_table_properties(text, expected):
      AlterTableCompact(T, "major", wait=True, pool="p", properties=(("compactor.mapreduce.map.memory.mb", "2048"),))),
     ("ALTER TABLE t COMPACT 'major' WITH OVERWRITE TBLPROPERTIES ('a'='b')",
      AlterTableCompact(T, "major", properties=(("a", "b"),))),
+    ("ALTER TABLE t COMPACT 'Rebalance' CLUSTERED INTO 16 BUCKETS AND WAIT POOL 'big'",
+     AlterTableCompact(T, "rebalance", number_of_buckets=16, wait=True, pool="big")),
+    ("ALTER TABLE t COMPACT 'rebalance'", AlterTableCompact(T, "rebalance")),
 ])
 def test_alter_table_compact(text, expected):
     assert parse_statement(text) == expected
@@ -445,25 +448,28 @@ def test_unknown_statements(text, message):
 
 @pytest.mark.parametrize("text, message", [
     ("ALTER TABLE t COMPACT 'medium'",
-     "syntax error in \"ALTER TABLE t COMPACT 'medium'\" at 1:22: expected compaction type 'major' or 'minor', "
-     "found 'medium'"),
-    ("ALTER TABLE t COMPACT 'rebalance'",
-     "syntax error in \"ALTER TABLE t COMPACT 'rebalance'\" at 1:22: expected compaction type 'major' or 'minor', "
-     "found 'rebalance'"),
+     "syntax error in \"ALTER TABLE t COMPACT 'medium'\" at 1:22: expected compaction type 'major', 'minor' or "
+     "'rebalance', found 'medium'"),
+    ("ALTER TABLE t COMPACT 'rebalance' ORDER BY id",
+     "syntax error in \"ALTER TABLE t COMPACT 'rebalance' ORDER BY id\" at 1:40: ORDER BY in a compaction request is "
+     "not supported: a rebalance keeps every row's write id, so rows stay in ROW__ID order"),
+    ("ALTER TABLE t COMPACT 'rebalance' CLUSTERED INTO 0 BUCKETS",
+     "syntax error in \"ALTER TABLE t COMPACT 'rebalance' CLUSTERED INTO 0 BUCKETS\" at 1:49: a rebalance "
+     "compaction takes 1..4096 buckets, got 0"),
     ("ALTER TABLE t COMPACT major",
-     "syntax error in \"ALTER TABLE t COMPACT major\" at 1:22: expected compaction type 'major' or 'minor', "
-     "found 'major'"),
+     "syntax error in \"ALTER TABLE t COMPACT major\" at 1:22: expected compaction type 'major', 'minor' or "
+     "'rebalance', found 'major'"),
     ("ALTER TABLE t COMPACT",
-     "syntax error in \"ALTER TABLE t COMPACT\" at 1:21: expected compaction type 'major' or 'minor', "
-     "found end of input"),
+     "syntax error in \"ALTER TABLE t COMPACT\" at 1:21: expected compaction type 'major', 'minor' or "
+     "'rebalance', found end of input"),
     ("ALTER TABLE t COMPACT 'major' POOL 'p' AND WAIT",
      "syntax error in \"ALTER TABLE t COMPACT 'major' POOL 'p' AND WAIT\" at 1:39: expected WITH OVERWRITE "
      "TBLPROPERTIES or end of statement, found 'AND'"),
     ("ALTER TABLE t COMPACT 'major' AND",
      "syntax error in \"ALTER TABLE t COMPACT 'major' AND\" at 1:33: expected WAIT, found end of input"),
     ("ALTER TABLE t COMPACT 'major' CLUSTERED INTO 4 BUCKETS",
-     "syntax error in \"ALTER TABLE t COMPACT 'major' CLUSTERED INTO 4 BUCKETS\" at 1:30: expected AND WAIT, POOL, "
-     "WITH OVERWRITE TBLPROPERTIES or end of statement, found 'CLUSTERED'"),
+     "syntax error in \"ALTER TABLE t COMPACT 'major' CLUSTERED INTO 4 BUCKETS\" at 1:45: CLUSTERED INTO 4 BUCKETS "
+     "applies to a 'rebalance' compaction only"),
     ("ALTER TABLE t COMPACT 'major' POOL etl",
      "syntax error in \"ALTER TABLE t COMPACT 'major' POOL etl\" at 1:35: expected a pool name (a string literal) "
      "after POOL, found 'etl'"),
@@ -745,11 +751,11 @@ def test_error_in_a_script_names_that_statement_with_script_positions():
     with pytest.raises(HiveQLSyntaxError) as info:
         parse_script(script)
     error = info.value
-    assert str(error) == ("syntax error in \"ALTER TABLE t COMPACT 'huge'\" at 4:10: expected compaction type 'major' "
-                          "or 'minor', found 'huge'")
+    assert str(error) == ("syntax error in \"ALTER TABLE t COMPACT 'huge'\" at 4:10: expected compaction type 'major', "
+                          "'minor' or 'rebalance', found 'huge'")
     assert (error.line, error.column) == (4, 10)
     assert error.statement == "ALTER TABLE t\n  COMPACT 'huge'"
-    assert error.detail == "expected compaction type 'major' or 'minor', found 'huge'"
+    assert error.detail == "expected compaction type 'major', 'minor' or 'rebalance', found 'huge'"
 
 
 def test_the_first_bad_statement_in_script_order_is_reported():

@@ -176,8 +176,9 @@ def test_enqueue_after_a_finished_compaction_is_accepted(ms, state):
 
 def test_compaction_type_parse():
     assert CompactionType.parse(" MAJOR ") is MAJOR and CompactionType.parse("minor") is MINOR
-    with pytest.raises(MetastoreError, match="'rebalance'"):
-        CompactionType.parse("rebalance")
+    assert CompactionType.parse("Rebalance") is CompactionType.REBALANCE
+    with pytest.raises(MetastoreError, match="'medium' is not 'major', 'minor' or 'rebalance'"):
+        CompactionType.parse("medium")
 
 
 # --- the state machine --------------------------------------------------------------------------------------------

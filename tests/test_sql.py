@@ -552,6 +552,16 @@ def test_compact_a_partition(metastore):
             ] == [(1, "k=one", "MINOR", "fast")]
 
 
+def test_compact_rebalance_into_n_buckets(metastore):
+    sql(metastore, f"CREATE TABLE t (a int) {ACID}; CREATE TABLE b (a int) CLUSTERED BY (a) INTO 2 BUCKETS {ACID}")
+    assert lines(metastore, "ALTER TABLE t COMPACT 'rebalance' CLUSTERED INTO 8 BUCKETS") == [
+        "Compaction enqueued with id 1"]
+    (entry,) = records(metastore, "SHOW COMPACTIONS TYPE 'rebalance'")
+    assert entry["type"] == "REBALANCE" and metastore.compactions.get(1).number_of_buckets == 8
+    assert failure(metastore, "ALTER TABLE b COMPACT 'rebalance'").endswith(
+        "cannot rebalance default.b: Cannot execute rebalancing compaction on bucketed tables.")
+
+
 def test_compact_refuses_a_non_transactional_table(metastore):
     sql(metastore, "CREATE TABLE plain (a int)")
     assert "table default.plain is not a full ACID table" in failure(metastore, "ALTER TABLE plain COMPACT 'major'")
@@ -664,7 +674,7 @@ def test_show_compactions_filters(metastore):
 
 @pytest.mark.parametrize("text, problem", [
     ("SHOW COMPACTIONS STATUS 'bogus'", "compaction state 'bogus' is not one of ['initiated', 'working'"),
-    ("SHOW COMPACTIONS TYPE 'rebalance'", "compaction type 'rebalance' is not 'major' or 'minor'"),
+    ("SHOW COMPACTIONS TYPE 'medium'", "compaction type 'medium' is not 'major', 'minor' or 'rebalance'"),
     ("SHOW COMPACTIONS ORDER BY nope", "SHOW COMPACTIONS cannot order by 'nope'"),
     ("SHOW COMPACTIONS DATABASE nope", "database 'nope' does not exist"),
     ("SHOW COMPACTIONS nope", "table default.nope does not exist"),

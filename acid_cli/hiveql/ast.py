@@ -197,9 +197,11 @@ class AlterTableUnsetProperties(Statement):
 
 @dataclass(frozen=True, slots=True)
 class AlterTableCompact(Statement):
-    """`ALTER TABLE [db.]t [PARTITION (...)] COMPACT 'major'|'minor' [AND WAIT] [POOL 'p'] [WITH OVERWRITE ...]`.
+    """`ALTER TABLE [db.]t [PARTITION (...)] COMPACT 'major'|'minor'|'rebalance' [CLUSTERED INTO n BUCKETS]
+    [AND WAIT] [POOL 'p'] [WITH OVERWRITE ...]`.
 
-    `compaction_type` is "major" or "minor" (lowercase whatever the case written, as Hive's CompactionType).
+    `compaction_type` is "major", "minor" or "rebalance" (lowercase whatever the case written, as Hive's
+    CompactionType); `number_of_buckets` is a rebalance's CLUSTERED INTO n BUCKETS.
     """
 
     table: TableName
@@ -208,6 +210,7 @@ class AlterTableCompact(Statement):
     wait: bool = False
     pool: str | None = None
     properties: Properties = ()
+    number_of_buckets: int | None = None
     text: str = _source_text()
 
 

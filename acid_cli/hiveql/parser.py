@@ -34,7 +34,7 @@ from acid_cli.hiveql.literals import check_row_sizes, parse_row
 from acid_cli.hiveql.spark_sql import SparkSyntaxError, parse_tree
 from acid_cli.hiveql.tokens import Token, TokenizeError, TokenKind, tokenize
 from acid_cli.hiveql.types import parse_column_list
-from acid_core.compaction.codes import REQUESTABLE_TYPES
+from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
 
 __all__ = ["EXCERPT_LENGTH", "RESERVED_WORDS", "HiveQLSyntaxError", "excerpt", "parse_script", "parse_statement"]
 
@@ -224,12 +224,30 @@ class _Parser(TokenCursor):
         return self.compact(table, partition)
 
     def compact(self, table: TableName, partition: PartitionSpec | None) -> AlterTableCompact:
-        """After COMPACT: Hive's alterStatementSuffixCompact without the rebalance-only clauses."""
+        """After COMPACT: Hive's alterStatementSuffixCompact; a rebalance's ORDER BY is refused (rows keep their
+        write ids only in key order)."""
         type_token = self.peek()
         if type_token.kind is not TokenKind.STRING or type_token.value.lower() not in REQUESTABLE_TYPES:
-            self.fail(["compaction type 'major' or 'minor'"])
+            self.fail(["compaction type 'major', 'minor' or 'rebalance'"])
         self.advance()
         found: dict[str, object] = {}
+
+        def buckets() -> None:
+            self.expect("INTO")
+            number_token = self.peek()
+            number = self.integer("a number of buckets after CLUSTERED INTO")
+            self.expect("BUCKETS")
+            if type_token.value.lower() != "rebalance":
+                raise self.error(f"CLUSTERED INTO {number} BUCKETS applies to a 'rebalance' compaction only",
+                                 number_token)
+            if not 1 <= number <= MAX_REBALANCE_BUCKETS:
+                raise self.error(f"a rebalance compaction takes 1..{MAX_REBALANCE_BUCKETS} buckets, got {number}",
+                                 number_token)
+            found["number_of_buckets"] = number
+
+        def order_by() -> None:
+            raise self.error("ORDER BY in a compaction request is not supported: a rebalance keeps every row's "
+                             "write id, so rows stay in ROW__ID order")
 
         def overwrite_properties() -> None:
             self.expect("OVERWRITE")
@@ -237,7 +255,9 @@ class _Parser(TokenCursor):
             found["properties"] = self.properties("WITH OVERWRITE TBLPROPERTIES")
 
         self.clauses([
+            ("CLUSTERED INTO", buckets),
             ("AND WAIT", lambda: (self.expect("WAIT"), found.update(wait=True))),
+            ("ORDER BY", order_by),
             ("POOL", lambda: found.update(pool=self.string("a pool name (a string literal) after POOL"))),
             ("WITH OVERWRITE TBLPROPERTIES", overwrite_properties),
         ])

@@ -7,8 +7,9 @@ import time
 from acid_cli.hiveql import ast
 from acid_cli.sql.results import result, shown
 from acid_cli.sql.session import Session
-from acid_core.errors import MetastoreError, NoSuchObjectError
-from acid_core.compaction.codes import PENDING_STATES, CompactionState, CompactionType
+from acid_core.errors import MetastoreError, NoSuchObjectError, UsageError
+from acid_core.compaction.codes import (PENDING_STATES, REBALANCE_BUCKETED_MESSAGE, CompactionState,
+                                        CompactionType)
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LOCK_ACQUIRED, LockType
 from acid_core.metastore.txns import TXN_OPEN
@@ -136,6 +137,8 @@ def compact(session: Session, statement: ast.AlterTableCompact) -> None:
     database, name = session.qualify(statement.table)
     table = session.metastore.catalog.require_transactional(database, name)
     kind = CompactionType.parse(statement.compaction_type)
+    if kind is CompactionType.REBALANCE and table.num_buckets > 0:
+        raise UsageError(f"cannot rebalance {table.full_name}: {REBALANCE_BUCKETED_MESSAGE}")
     if statement.partition is not None:
         partition = table.partition_name(statement.partition.to_dict())
         known = {p.name for p in session.metastore.catalog.list_partitions(database, name)}
@@ -153,7 +156,8 @@ def compact(session: Session, statement: ast.AlterTableCompact) -> None:
     ids = []
     for partition in targets:
         outcome = queue.enqueue(database, name, partition, kind, pool=statement.pool,
-                                properties=dict(statement.properties) or None)
+                                properties=dict(statement.properties) or None,
+                                number_of_buckets=statement.number_of_buckets)
         where = f" ({partition})" if partition and len(targets) > 1 else ""
         if outcome.accepted:
             session.say(f"Compaction enqueued with id {outcome.compaction_id}{where}")

@@ -3,7 +3,8 @@
 Major: every row the compactor's snapshot sees (deletes applied, aborted writes dropped) keeps its ROW__ID and is
 written as an insert event with originalTransaction = currentTransaction = its original write id (what Hive's
 query-based major compaction writes). Minor: every valid insert event goes to the new delta and every valid delete
-event to the new delete delta, nothing applied. Events are written in key order: each input file streams its stripes
+event to the new delete delta, nothing applied. Rebalance: as major, for one key interval of the whole partition,
+renumbered into one new bucket (plan.py). Events are written in key order: each input file streams its stripes
 into a k-way merge (`sorted_merge`) whose output is written as it comes (`EventStreamWriter`), as Hive's
 OrcRawRecordMerger feeds its OrcRecordUpdater. Pure acid_core: Spark runs this function on its executors, the local
 runner in-process.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from acid_core.compaction.codes import CompactionType
@@ -25,6 +27,7 @@ from acid_core.fs import FileSystem
 from acid_core.layout import bucket_file_name
 from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, KEY_COLUMNS, ReadPlan, SnapshotReader,
                              conform_columns)
+from acid_core.rowid import encode_bucket
 from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
 from acid_core.orc_events import (CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, AcidStats,
                                   EventFile)
@@ -42,7 +45,8 @@ class BucketResult:
 def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *, apply_deletes: bool,
                    max_delete_events_in_memory: int) -> Iterator[pa.Table]:
     """The bucket's visible insert events as data columns plus key columns, in key order, a piece at a time: every
-    file streams its stripes (deletes applied per stripe) into a k-way merge."""
+    file streams its stripes (deletes applied per stripe) into a k-way merge. A rebalance task's work keeps only
+    its key interval, and reads only the stripes that can hold it."""
     read = ReadPlan(None, work.inserts, work.deletes if apply_deletes else ())
     reader = SnapshotReader(fs, read, plan.compactor_write_ids, with_keys=True,
                              max_delete_events_in_memory=max_delete_events_in_memory)
@@ -50,7 +54,7 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *, ap
     row_type = arrow_struct(plan.columns)
 
     def conformed(source) -> Iterator[pa.Table]:
-        for piece in reader.stream(source):
+        for piece in reader.stream(source, after=work.after, up_to=work.up_to):
             yield _declared_types(conform_columns(piece, names, source.path), row_type)
 
     return merge_sorted([conformed(source) for source in work.inserts], KEY_COLUMNS)
@@ -102,6 +106,27 @@ def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final
     return stats.inserts if stats is not None else 0
 
 
+def _write_rebalanced(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
+                      pieces: Iterator[pa.Table]) -> int:
+    """A rebalance task's rows as insert events of bucket `work.bucket`, rowIds 0.. in key order; each keeps its
+    write id (originalTransaction = currentTransaction), as Hive's rebalance keeps ROW__ID.writeId."""
+    names = [c.name for c in plan.columns]
+    bucket_property = encode_bucket(work.bucket)
+    written = 0
+
+    def events() -> Iterator[pa.Table]:
+        nonlocal written
+        for table in pieces:
+            owid, count = table.column(KEY_COLUMNS[0]).to_numpy(), table.num_rows
+            yield event_table(INSERT_OPERATION, owid, np.full(count, bucket_property, np.int32),
+                              np.arange(written, written + count, dtype=np.int64), owid,
+                              rows_struct(table.select(names)))
+            written += count
+
+    stats = _write_events(fs, plan, work, final, events())
+    return stats.inserts if stats is not None else 0
+
+
 def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tuple[Iterator[pa.Table], pa.StructType]:
     """The bucket's valid delete events (keys and writing write id), in key order, a stripe at a time."""
     write_ids = plan.compactor_write_ids
@@ -137,10 +162,11 @@ def run_bucket(plan: CompactionPlan, work: BucketWork, *,
     """Compact one bucket into the plan's temporary result directories."""
     fs, _ = FileSystem.resolve(plan.location)
     outputs = [name for name, _ in plan.outputs]
-    if plan.kind is CompactionType.MAJOR:
+    if plan.kind in (CompactionType.MAJOR, CompactionType.REBALANCE):
         pieces = _insert_stream(fs, plan, work, apply_deletes=True,
                                 max_delete_events_in_memory=max_delete_events_in_memory)
-        return BucketResult(work.bucket, _write_inserts(fs, plan, work, outputs[0], pieces), 0)
+        write = _write_rebalanced if plan.kind is CompactionType.REBALANCE else _write_inserts
+        return BucketResult(work.bucket, write(fs, plan, work, outputs[0], pieces), 0)
     inserted = deleted = 0
     insert_output = next((name for name in outputs if name.startswith("delta_")), None)
     delete_output = next((name for name in outputs if name.startswith("delete_delta_")), None)

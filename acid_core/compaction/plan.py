@@ -1,34 +1,48 @@
 """What one compaction reads and writes: the directory state under the compactor's snapshot, split per bucket.
 
 Rules from Hive's Worker (hive-acid-reference.md section 7): enough to compact means MAJOR: original files, or more
-than one of base + deltas; MINOR: more than one delta, and not just one delta with its delete delta. Output names are
-`base_<hwm>_v<txn>` (major) or `delta_<min>_<hwm>_v<txn>` and `delete_delta_<min>_<hwm>_v<txn>` (minor, no statement
-id). Results are built in hidden directories `.<name>.tmp-c<compaction id>` and renamed into place when complete.
+than one of base + deltas; MINOR: more than one delta, and not just one delta with its delete delta; REBALANCE: always.
+Output names are `base_<hwm>_v<txn>` (major, rebalance) or `delta_<min>_<hwm>_v<txn>` and
+`delete_delta_<min>_<hwm>_v<txn>` (minor, no statement id). Results are built in hidden directories
+`.<name>.tmp-c<compaction id>` and renamed into place when complete.
+
+A rebalance (Hive 4, unbucketed tables) rewrites every surviving row of the partition, whatever bucket file holds it,
+into n new bucket files of about equal size (n: CLUSTERED INTO n BUCKETS, else the number of bucket ids the snapshot's
+files have, as Hive counts them). Hive numbers the rows 0.. in key order and gives row i bucket i DIV ceil(rows/n);
+here task k takes the key interval (b[k-1], b[k]] whose bounds are picked from the stripes' `hive.acid.key.index` so
+the intervals hold about equal row counts, and numbers its rows 0.. in key order. Every task can then run at once,
+with no count of the survivors first; each row keeps its write id (originalTransaction = currentTransaction), gets
+bucket k and a new rowId, and every file stays in key order.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Sequence
 
 from acid_core.compaction.codes import CompactionType
 from acid_core.fs import FileSystem
 from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name,
                               parse_directory)
-from acid_core.merge import DeleteSource, InsertSource, file_bucket, plan_read, source_bucket
+from acid_core.delete_events import Key
+from acid_core.merge import DeleteSource, InsertSource, ReadPlan, file_bucket, plan_read, source_bucket
 from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
-from acid_core.orc_events import Column
+from acid_core.orc_events import Column, EventFile
 from acid_core.state import DirectoryState
 from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList
 
 
 @dataclass(frozen=True, slots=True)
 class BucketWork:
-    """The files of one bucket a compaction task reads."""
+    """The files of one bucket a compaction task reads; a rebalance task reads every file of the partition and
+    writes bucket `bucket` from the rows whose key is in (after, up_to] (None: unbounded)."""
 
     bucket: int
     inserts: tuple[InsertSource, ...]
     deletes: tuple[DeleteSource, ...]
+    after: Key | None = None
+    up_to: Key | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +88,9 @@ def is_output_of_attempt(name: str, compaction_id: int, txn_id: int) -> bool:
 
 
 def enough_to_compact(state: DirectoryState, kind: CompactionType) -> bool:
-    """Hive's Worker.isEnoughToCompact."""
+    """Hive's Worker.isEnoughToCompact (a rebalance always is)."""
+    if kind is CompactionType.REBALANCE:
+        return True
     if kind is CompactionType.MAJOR:
         return bool(state.original_files) or len(state.deltas) + (1 if state.base else 0) > 1
     if len(state.deltas) < 2:
@@ -87,7 +103,7 @@ def enough_to_compact(state: DirectoryState, kind: CompactionType) -> bool:
 
 def output_names(state: DirectoryState, kind: CompactionType, write_ids: ValidWriteIdList, txn_id: int) -> list[str]:
     high = write_ids.high_watermark
-    if kind is CompactionType.MAJOR:
+    if kind in (CompactionType.MAJOR, CompactionType.REBALANCE):
         return [base_dir_name(high, visibility_txn_id=txn_id)]
     low = min(delta.min_write_id for delta in state.deltas)
     names = []
@@ -100,19 +116,60 @@ def output_names(state: DirectoryState, kind: CompactionType, write_ids: ValidWr
 
 def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kind: CompactionType,
                columns: tuple[Column, ...], write_ids: ValidCompactorWriteIdList, txn_id: int,
-               compression: str = "ZLIB", stripe_bytes: int = DEFAULT_STRIPE_BYTES) -> CompactionPlan:
-    """Group the snapshot's files by bucket (the file name's bucket number, as Hive's compactor splits its work)."""
+               compression: str = "ZLIB", stripe_bytes: int = DEFAULT_STRIPE_BYTES,
+               number_of_buckets: int | None = None) -> CompactionPlan:
+    """Group the snapshot's files by bucket (the file name's bucket number, as Hive's compactor splits its work); a
+    rebalance splits them by key interval into `number_of_buckets` tasks instead."""
     if kind is CompactionType.MINOR:  # a minor compaction merges deltas only; the base and originals stay
         state = dataclasses.replace(state, base=None, original_files=())
     read = plan_read(fs, state, write_ids)
-    buckets: dict[int, tuple[list, list]] = {}
-    for source in read.inserts:
-        buckets.setdefault(source_bucket(source), ([], []))[0].append(source)
-    for source in read.deletes:
-        buckets.setdefault(file_bucket(source.path), ([], []))[1].append(source)
+    if kind is CompactionType.REBALANCE:
+        works = rebalance_works(fs, read, number_of_buckets)
+    else:
+        buckets: dict[int, tuple[list, list]] = {}
+        for source in read.inserts:
+            buckets.setdefault(source_bucket(source), ([], []))[0].append(source)
+        for source in read.deletes:
+            buckets.setdefault(file_bucket(source.path), ([], []))[1].append(source)
+        works = tuple(BucketWork(b, tuple(i), tuple(d)) for b, (i, d) in sorted(buckets.items()))
     names = output_names(state, kind, write_ids, txn_id)
     return CompactionPlan(
         compaction_id=compaction_id, kind=kind, location=state.location, columns=columns, write_ids=str(write_ids),
         compactor_txn_id=txn_id, outputs=tuple((name, temp_name(name, compaction_id)) for name in names),
-        buckets=tuple(BucketWork(b, tuple(i), tuple(d)) for b, (i, d) in sorted(buckets.items())),
-        compression=compression, stripe_bytes=stripe_bytes)
+        buckets=works, compression=compression, stripe_bytes=stripe_bytes)
+
+
+def rebalance_works(fs: FileSystem, read: ReadPlan, number_of_buckets: int | None) -> tuple[BucketWork, ...]:
+    """The tasks of a rebalance: bucket k takes the keys in (bounds[k-1], bounds[k]]. Without a number, as many
+    buckets as the snapshot's files have bucket ids (Hive's default). Only file footers are read."""
+    if not read.inserts:
+        return ()
+    count = number_of_buckets or len({source_bucket(s) for s in read.inserts} | {file_bucket(d.path)
+                                                                                 for d in read.deletes})
+    bounds = split_keys(fs, read.inserts, count)
+    edges: list[Key | None] = [None, *bounds, None]
+    return tuple(BucketWork(k, read.inserts, read.deletes, after=edges[k], up_to=edges[k + 1])
+                 for k in range(len(edges) - 1))
+
+
+def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> list[Key]:
+    """Up to parts-1 increasing keys that cut the sources' rows into about equal parts, from each stripe's last key
+    (`hive.acid.key.index`) and the file's rows per stripe. Files without an index (originals, some writers') count
+    for no cut; a cut falls only on a stripe end, so a part holds whole stripes of the biggest files."""
+    marks: list[tuple[Key, float]] = []
+    for source in sources:
+        if source.synthetic is not None or source.length == 0:
+            continue
+        event_file = EventFile(fs, source.path, length=source.length)
+        ends = event_file.key_index()
+        if event_file.num_rows and len(ends) == event_file.num_stripes:
+            marks.extend((end, event_file.num_rows / event_file.num_stripes) for end in ends)
+    marks.sort()
+    total = sum(rows for _, rows in marks)
+    bounds: list[Key] = []
+    seen = 0.0
+    for key, rows in marks[:-1]:
+        seen += rows
+        if len(bounds) < parts - 1 and seen >= total * (len(bounds) + 1) / parts and (not bounds or key > bounds[-1]):
+            bounds.append(key)
+    return bounds

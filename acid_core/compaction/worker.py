@@ -21,7 +21,8 @@ from acid_core.compaction.plan import (CompactionPlan, build_plan, enough_to_com
                                        is_output_of_attempt)
 from acid_core.errors import AcidError, CompactionStateError, UsageError
 from acid_core.fs import FileSystem
-from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION
+from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType
+from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, ParsedDelta, parse_directory
 from acid_core.locations import data_location
 from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.metastore import Metastore
@@ -29,10 +30,30 @@ from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import TxnType, full_table_name
 from acid_core.state import get_acid_state
-from acid_core.validity import ValidCompactorWriteIdList
+from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 
 Runner = Callable[[CompactionPlan], Sequence[BucketResult]]
 REFUSED_MESSAGE = "None of the compaction thresholds met, compaction request is refused!"  # Hive's text
+
+
+def _check_no_deletes_above(fs: FileSystem, location: str, reader: ValidWriteIdList, high_watermark: int) -> None:
+    """A rebalance must not leave a committed delete delta above its high watermark: its events name rows by their
+    old ROW__IDs, which the new base gives to other rows. (The high watermark stops below the lowest open write id,
+    so a delete committed after an earlier write that is still open would be left above it.)
+
+    Raises:
+        CompactionStateError: there is one; the rebalance can run once the open write ends.
+    """
+    for entry in fs.list_dir(location, missing_ok=True):
+        parsed = parse_directory(entry.name) if entry.is_dir else None
+        if (isinstance(parsed, ParsedDelta) and parsed.is_delete and parsed.max_write_id > high_watermark
+                and reader.range_valid(max(parsed.min_write_id, high_watermark + 1),
+                                       parsed.max_write_id) is not RangeResponse.NONE):
+            blocking = reader.min_open_or_none
+            raise CompactionStateError(
+                f"rebalance of {location} cannot run yet: {entry.name} holds deletes above the compaction's high "
+                f"watermark {high_watermark}" + (f" (write id {blocking} is still open)" if blocking else "")
+                + "; their rows would get new ROW__IDs. Run it again once that write ends")
 
 
 def stripe_size(table) -> int:
@@ -97,7 +118,8 @@ class CompactionWorker:
         txn_id = None
         stop = threading.Event()
         try:
-            txn_id = self.metastore.txns.open_txn(txn_type=TxnType.COMPACTION, agent_info=f"compactor {self.worker_id}")
+            kind = TxnType.REBALANCE_COMPACTION if info.type is CompactionType.REBALANCE else TxnType.COMPACTION
+            txn_id = self.metastore.txns.open_txn(txn_type=kind, agent_info=f"compactor {self.worker_id}")
             beats = threading.Thread(target=self._heartbeat, args=(txn_id, stop), daemon=True,
                                      name=f"compaction-{compaction_id}-heartbeat")
             beats.start()
@@ -123,13 +145,23 @@ class CompactionWorker:
         table = store.catalog.require_transactional(info.database, info.table)
         where = data_location(table, info.partition)
         fs, location = where.fs, where.path
-        store.locks.acquire([LockComponent(info.database, info.table, info.partition, LockType.SHARED_READ)],
+        rebalance = info.type is CompactionType.REBALANCE
+        if rebalance and table.num_buckets > 0:
+            store.compactions.mark_refused(info.id, REBALANCE_BUCKETED_MESSAGE)
+            store.txns.commit(txn_id)
+            return Outcome(info.id, Result.REFUSED.value, REBALANCE_BUCKETED_MESSAGE)
+        # Hive's locks: a rebalance renumbers rows, so it excludes other writers (EXCL_WRITE) and is recorded as an
+        # update (WRITE_SET at commit); major and minor compactions only read (SHARED_READ).
+        lock = LockType.EXCL_WRITE if rebalance else LockType.SHARED_READ
+        store.locks.acquire([LockComponent(info.database, info.table, info.partition, lock)],
                             txn_id=txn_id, timeout_ms=self.lock_timeout_ms, agent_info=f"compaction {info.id}")
         name = full_table_name(info.database, info.table)
         snapshot = store.txns.snapshot([name], current_txn=txn_id)
         write_ids = ValidCompactorWriteIdList.from_reader(snapshot.write_ids[name])
         store.compactions.set_compactor_txn(info.id, txn_id, write_ids.high_watermark, worker_id=self.worker_id)
         self._remove_leftovers(fs, location, info.id)
+        if rebalance:
+            _check_no_deletes_above(fs, location, snapshot.write_ids[name], write_ids.high_watermark)
         state = get_acid_state(location, write_ids=write_ids, txns=snapshot.txns, missing_ok=True, fs=fs)
         if not enough_to_compact(state, info.type):
             if state.obsolete or state.aborted:
@@ -142,7 +174,7 @@ class CompactionWorker:
             return Outcome(info.id, Result.REFUSED.value, REFUSED_MESSAGE)
         plan = build_plan(fs, state, compaction_id=info.id, kind=info.type, columns=table.columns, write_ids=write_ids,
                           txn_id=txn_id, compression=(table.param("orc.compress") or "ZLIB").upper(),
-                          stripe_bytes=stripe_size(table))
+                          stripe_bytes=stripe_size(table), number_of_buckets=info.number_of_buckets)
         for _, temp in plan.outputs:
             fs.make_dirs(fs.join(location, temp))
         results = self.runner(plan)

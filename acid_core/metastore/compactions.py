@@ -15,7 +15,7 @@ from typing import Iterable, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from acid_core.compaction.codes import QUEUE_STATES, CompactionState, CompactionType
+from acid_core.compaction.codes import QUEUE_STATES, CompactionState, CompactionType, check_number_of_buckets
 from acid_core.errors import CompactionStateError, MetastoreError
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import Catalog, check_identifier
@@ -144,15 +144,20 @@ class CompactionQueue:
 
     def enqueue(self, database: str, table: str, partition: str | None, compaction_type: CompactionType, *,
                 initiator_id: str | None = None, initiator_version: str | None = None, pool: str | None = None,
-                properties: Mapping[str, str] | None = None, run_as: str | None = None) -> EnqueueResult:
+                properties: Mapping[str, str] | None = None, run_as: str | None = None,
+                number_of_buckets: int | None = None) -> EnqueueResult:
         """Queue a compaction unless one for the same partition is already initiated or working (Hive's compact()).
+
+        `number_of_buckets` is a rebalance's CLUSTERED INTO n BUCKETS (CQ_NUMBER_OF_BUCKETS).
 
         Raises:
             MetastoreError: the names are not identifiers, the partition is missing for a partitioned table, given
                 for an unpartitioned one, or not a canonical `k=v/...` name of the table's keys.
             NoSuchObjectError, NotTransactionalError: the table does not exist or is not a full ACID table.
+            UsageError: a number of buckets for a compaction other than a rebalance, or outside 1..4096.
         """
         database, table = check_identifier(database, "database"), check_identifier(table, "table")
+        check_number_of_buckets(CompactionType(compaction_type), number_of_buckets)
         cq = s.compaction_queue.c
         now = self.db.clock.now_ms()
 
@@ -183,7 +188,8 @@ class CompactionQueue:
                 CQ_TBLPROPERTIES=json.dumps(dict(properties), sort_keys=True) if properties else None,
                 CQ_ENQUEUE_TIME=now, CQ_RUN_AS=run_as or self.db.identity.user,
                 CQ_INITIATOR_ID=initiator_id or f"{self.db.identity.host}-manual",
-                CQ_INITIATOR_VERSION=initiator_version, CQ_POOL_NAME=pool or "default", CQ_RETRY_RETENTION=0))
+                CQ_INITIATOR_VERSION=initiator_version, CQ_POOL_NAME=pool or "default", CQ_RETRY_RETENTION=0,
+                CQ_NUMBER_OF_BUCKETS=number_of_buckets))
             return EnqueueResult(compaction_id, True, CompactionState.INITIATED,
                                  f"Compaction enqueued with id {compaction_id}")
 

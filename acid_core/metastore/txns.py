@@ -218,6 +218,16 @@ class TxnStore:
             following = conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT).with_for_update()).scalar_one()
             conn.execute(s.compaction_queue.update().where(s.compaction_queue.c.CQ_TXN_ID == txn_id)
                          .values(CQ_NEXT_TXN_ID=following, CQ_COMMIT_TIME=now))
+            if txn_type == TxnType.REBALANCE_COMPACTION:
+                # A rebalance gives rows new ROW__IDs: recorded as an update of its partition in WRITE_SET, so an
+                # update or delete that began before this commit (its ROW__IDs read from the old files) fails at its
+                # own commit with a write conflict instead of deleting the wrong rows (Hive locks it as UPDATE).
+                cq = s.compaction_queue.c
+                conn.execute(s.write_set.insert().from_select(
+                    ["WS_DATABASE", "WS_TABLE", "WS_PARTITION", "WS_TXNID", "WS_COMMIT_ID", "WS_OPERATION_TYPE"],
+                    sa.select(cq.CQ_DATABASE, cq.CQ_TABLE, cq.CQ_PARTITION, sa.literal(txn_id),
+                              sa.literal(following - 1), sa.literal(Operation.UPDATE.value))
+                    .where(cq.CQ_TXN_ID == txn_id)))
         conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == txn_id))
         conn.execute(s.txn_staging.delete().where(s.txn_staging.c.TS_TXNID == txn_id))
         conn.execute(s.txns.delete().where(s.txns.c.TXN_ID == txn_id))
