@@ -1,4 +1,4 @@
-"""acid_compact: queue a major or minor compaction of one table or partition, and run it, on demand.
+"""acid_compact: queue a major, minor or rebalance compaction of one table or partition, and run it, on demand.
 
 No work at import time: the hook and the metastore are imported inside the tasks (at the top only the core's light
 `acid_core.compaction.codes`, for the compaction type words).
@@ -6,7 +6,7 @@ No work at import time: the hook and the metastore are imported inside the tasks
 
 from __future__ import annotations
 
-from acid_core.compaction.codes import REQUESTABLE_TYPES
+from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
 from acid_plugin.assets import COMPACTED
 from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
 from acid_plugin.params import PARTITION, table_params
@@ -15,13 +15,18 @@ from airflow.sdk import Param, dag, task
 DOC_MD = """
 ### ACID compact
 
-Queues a compaction (`ALTER TABLE ... [PARTITION (...)] COMPACT 'major'|'minor'`) of one full ACID table of the
+Queues a compaction (`ALTER TABLE ... [PARTITION (...)] COMPACT 'major'|'minor'|'rebalance' [CLUSTERED INTO n
+BUCKETS]`) of one full ACID table of the
 `acid_metastore` connection, then, when `wait` is true, runs it as a spark-submit job (`spark_jobs/compact.py`
 through the `spark_default` connection, in the `acid_compaction` pool) exactly as `acid_initiator` would.
 With `wait` false the `acid_initiator` DAG runs it at its next poll.
 
 - `partition` is a partition name such as `ds=2026-01-01/hr=3`; it is required for a partitioned table (and must
   exist in the catalog), refused for an unpartitioned one.
+- `rebalance` (Hive 4) rewrites an unbucketed table's partition into `number_of_buckets` bucket files of about
+  equal size (empty: as many as it has bucket ids now), so one huge `bucket_00000` is compacted by as many Spark
+  tasks from then on. Rows keep their write ids and get new ROW__IDs; it takes an exclusive write lock, and an
+  update or delete that read the old ROW__IDs fails with a write conflict. Refused on bucketed tables.
 - When a compaction of the same partition is already queued, its id is used and reported.
 - Unknown tables, tables that are not full ACID and malformed or unknown partitions fail `enqueue`, which names
   the problem; nothing is queued.
@@ -41,6 +46,9 @@ With `wait` false the `acid_initiator` DAG runs it at its next poll.
         "partition": Param(None, type=["null", "string"], pattern=PARTITION,
                            description="Partition name, e.g. ds=2026-01-01/hr=3 (null for an unpartitioned table)."),
         "type": Param("major", type="string", enum=list(REQUESTABLE_TYPES), description="Compaction type."),
+        "number_of_buckets": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_REBALANCE_BUCKETS,
+                                   description="rebalance only: CLUSTERED INTO n BUCKETS (empty: the number of "
+                                               "bucket ids the partition has now)."),
         "wait": Param(True, type="boolean", description="Run the compaction on Spark in this DAG run."),
     },
 )
@@ -53,7 +61,7 @@ def acid_compact():
 
         from acid_core.errors import AcidError
         from acid_core.layout import parse_partition_dir_name
-        from acid_core.compaction.codes import CompactionType
+        from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
         from acid_plugin.hooks import AcidMetastoreHook
 
         log = logging.getLogger("airflow.task")
@@ -61,9 +69,16 @@ def acid_compact():
         if partition is not None and not re.match(PARTITION, partition):
             raise ValueError(f"acid_compact: malformed partition {partition!r}: expected key=value[/key=value...]")
         compaction_type = CompactionType.parse(params["type"])
+        buckets = params.get("number_of_buckets")
+        try:
+            check_number_of_buckets(compaction_type, buckets)
+        except AcidError as exc:
+            raise ValueError(f"acid_compact: {exc}") from None
         with AcidMetastoreHook().metastore() as metastore:
             try:
                 info = metastore.catalog.require_transactional(database, table)
+                if compaction_type is CompactionType.REBALANCE and info.num_buckets > 0:
+                    raise ValueError(f"cannot rebalance {info.full_name}: {REBALANCE_BUCKETED_MESSAGE}")
                 if info.partition_keys:
                     if partition is None:
                         raise ValueError(f"table {info.full_name} is partitioned: give a partition")
@@ -77,7 +92,8 @@ def acid_compact():
                     name = None
             except AcidError as exc:
                 raise RuntimeError(f"acid_compact: refusing {database}.{table}: {exc}") from exc
-            result = metastore.compactions.enqueue(info.database, info.name, name, compaction_type)
+            result = metastore.compactions.enqueue(info.database, info.name, name, compaction_type,
+                                                   number_of_buckets=buckets)
         log.info("acid_compact: %s", result.message)
         return result.compaction_id
 

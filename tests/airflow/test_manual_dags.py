@@ -126,12 +126,18 @@ def test_compact_param_schema_refuses_malformed_input(acid_connection, make_ms, 
     ({"table": "u", "partition": "ds=2026-01-01"}, "is not partitioned"),
     ({"table": "plain", "partition": None}, "not a full ACID table"),
     ({"table": "missing", "partition": None}, "missing"),
+    ({"table": "b", "partition": None, "type": "rebalance"},
+     "cannot rebalance default.b: Cannot execute rebalancing compaction on bucketed tables."),
+    ({"table": "u", "partition": None, "number_of_buckets": 4},
+     "CLUSTERED INTO 4 BUCKETS applies to a 'rebalance' compaction only"),
 ])
 def test_compact_refuses_bad_table_or_partition(acid_connection, make_ms, dagbag, capfd, conf, expected):
     ms = make_ms()
     _partitioned_table(ms)
     ms.catalog.create_table("default", "u", COLUMNS, params={"transactional": "true"})
     ms.catalog.create_table("default", "plain", COLUMNS)
+    ms.catalog.create_table("default", "b", COLUMNS, bucket_columns=["id"], num_buckets=2,
+                            params={"transactional": "true"})
 
     run = dagbag.get_dag("acid_compact").test(run_conf={**COMPACT, "database": "default", **conf})
 
@@ -139,3 +145,18 @@ def test_compact_refuses_bad_table_or_partition(acid_connection, make_ms, dagbag
     assert task_states(run)["enqueue"] == "failed"
     assert expected in "".join(capfd.readouterr())
     assert ms.compactions.show() == []
+
+
+def test_compact_queues_a_rebalance_into_n_buckets(acid_connection, make_ms, dagbag):
+    from acid_core.compaction.codes import CompactionType
+
+    ms = make_ms()
+    _partitioned_table(ms)
+
+    run = dagbag.get_dag("acid_compact").test(run_conf={
+        **COMPACT, "database": "default", "table": "p", "partition": "ds=2026-01-01", "type": "rebalance",
+        "number_of_buckets": 6, "wait": False})
+
+    assert run.state == "success"
+    (entry,) = ms.compactions.show()
+    assert (entry.type, entry.partition, entry.number_of_buckets) == (CompactionType.REBALANCE, "ds=2026-01-01", 6)
