@@ -6,6 +6,7 @@ commit or abort); bases come from the real compaction worker. Every test runs on
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections import Counter
 from dataclasses import dataclass
@@ -130,6 +131,40 @@ def test_table_property_overrides_the_delta_pct_threshold(ms):
     table.write(200)
     decision = decide(ms, Candidate("default", "t", None))
     assert decision.compaction_type is None
+
+
+def test_a_due_major_of_one_oversized_bucket_becomes_a_rebalance(ms):
+    table = make_table(ms, "t")
+    table.write(2000)
+    table.compact_major()
+    table.write(2000)
+    base_bytes = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(table.info.location)
+                     for name in names if name.startswith("bucket_"))  # the partition: bucket 0 holds it all
+    target = base_bytes // 6
+    [decision] = run_initiator(ms, last_checked_ms=None, rebalance_bucket_bytes=target)
+    assert decision.compaction_type is CompactionType.REBALANCE
+    assert decision.reason.startswith("delta size ") and "; bucket 0 holds " in decision.reason
+    assert decision.number_of_buckets >= 3 and decision.reason.endswith(
+        f"rebalance 1 buckets into {decision.number_of_buckets}")
+    [entry] = queued(ms)
+    assert (entry.type, entry.number_of_buckets) == (CompactionType.REBALANCE, decision.number_of_buckets)
+    outcome = CompactionWorker(ms).run(entry.id)
+    assert outcome.result == "compacted" and f"in {decision.number_of_buckets} buckets" in outcome.message
+
+
+@pytest.mark.parametrize("params, bucketed", [
+    ({"compactorthreshold.acid.compactor.rebalance.bucket.size": "0"}, False),  # turned off
+    ({}, True),  # Hive refuses to rebalance a bucketed table
+])
+def test_no_rebalance_when_turned_off_or_bucketed(ms, params, bucketed):
+    info = ms.catalog.create_table("default", "t", COLUMNS, bucket_columns=["id"] if bucketed else (),
+                                   num_buckets=1 if bucketed else None, params={"transactional": "true", **params})
+    table = Table(ms, info, EmbeddedWriter(info.location, columns=info.columns, bucket_count=1 if bucketed else None))
+    table.write(2000)
+    table.compact_major()
+    table.write(2000)
+    [decision] = run_initiator(ms, last_checked_ms=None, rebalance_bucket_bytes=100)
+    assert decision.compaction_type is MAJOR and decision.number_of_buckets is None
 
 
 def test_many_deltas_without_a_base_start_a_major_compaction(ms):

@@ -23,7 +23,8 @@ from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import DatabaseInfo, TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY
+from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS
+from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY
 from acid_core.metastore.txns import TXN_ABORTED, full_table_name
 from acid_core.locations import data_location
 from acid_core.state import DirectoryState, get_acid_state
@@ -36,6 +37,9 @@ DELTA_NUM_THRESHOLD = 10  # hive.compactor.delta.num.threshold
 DELTA_PCT_THRESHOLD = 0.1  # hive.compactor.delta.pct.threshold
 FAILED_THRESHOLD = 2  # metastore.compactor.initiator.failed.compacts.threshold
 FAILED_RETRY_TIME_MS = 7 * 24 * 3600 * 1000  # metastore.compactor.initiator.failed.retry.time
+# Ours (Hive's initiator never rebalances): a due major compaction of an unbucketed table becomes a rebalance into
+# ceil(bytes / this) buckets when its biggest bucket holds more than twice this, so no Spark task gets more.
+REBALANCE_BUCKET_BYTES = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,7 @@ class Decision:
     compaction_type: CompactionType | None
     reason: str
     compaction_id: int | None = None  # set by run_initiator when a request was queued (or already was)
+    number_of_buckets: int | None = None  # a rebalance's CLUSTERED INTO n BUCKETS
 
 
 def _same_partition(column, partition: str | None):
@@ -247,10 +252,38 @@ def _compaction_type(table: TableInfo, state: DirectoryState, *, delta_num_thres
     return CompactionType.MINOR, f"{count} deltas > delta.num.threshold {num}"
 
 
+def _rebalance(table: TableInfo, state: DirectoryState, target_bytes: int) -> tuple[int, str] | None:
+    """Buckets to rebalance a partition into, with the reason, when its biggest bucket (base and delta files of one
+    bucket id) holds more than twice `target_bytes` (the table's REBALANCE_BUCKET_SIZE_PROPERTY overrides it; 0
+    turns this off) and more buckets are wanted than it has. Unbucketed tables only: Hive refuses the others."""
+    if table.num_buckets > 0:
+        return None
+    target = int(_threshold(table, REBALANCE_BUCKET_SIZE_PROPERTY, target_bytes, int))
+    if target <= 0:
+        return None
+    sizes: dict[int, int] = {}
+    names = ([state.base.name] if state.base is not None else []) + [d.name for d in state.deltas if not d.is_delete]
+    for name in names:
+        for child in state.listing.children(name):
+            parsed = None if child.is_dir else parse_bucket_file(child.name)
+            if parsed is not None:
+                sizes[parsed.bucket] = sizes.get(parsed.bucket, 0) + child.size
+    if not sizes:
+        return None
+    bucket, biggest = max(sizes.items(), key=lambda item: item[1])
+    wanted = min(MAX_REBALANCE_BUCKETS, -(-sum(sizes.values()) // target))
+    if biggest <= 2 * target or wanted <= len(sizes):
+        return None
+    return wanted, (f"bucket {bucket} holds {biggest} bytes > 2 x rebalance bucket size {target}: rebalance "
+                    f"{len(sizes)} buckets into {wanted}")
+
+
 def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: int = DELTA_NUM_THRESHOLD,
            delta_pct_threshold: float = DELTA_PCT_THRESHOLD, failed_threshold: int = FAILED_THRESHOLD,
-           failed_retry_time_ms: int = FAILED_RETRY_TIME_MS, reads: CycleReads | None = None) -> Decision:
-    """Hive's isEligibleForCompaction then checkForCompaction for one candidate.
+           failed_retry_time_ms: int = FAILED_RETRY_TIME_MS, rebalance_bucket_bytes: int = REBALANCE_BUCKET_BYTES,
+           reads: CycleReads | None = None) -> Decision:
+    """Hive's isEligibleForCompaction then checkForCompaction for one candidate; a due major compaction of a badly
+    skewed unbucketed partition becomes a rebalance (`_rebalance`).
 
     Args:
         reads: the cycle's shared reads (run_initiator passes one for all its candidates); fresh ones when None.
@@ -293,6 +326,11 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
         state = get_acid_state(where.path, write_ids=reads.write_ids(table, fresh=True), missing_ok=True, fs=where.fs)
     compaction_type, reason = _compaction_type(table, state, delta_num_threshold=delta_num_threshold,
                                                delta_pct_threshold=delta_pct_threshold)
+    if compaction_type is CompactionType.MAJOR:
+        rebalance = _rebalance(table, state, rebalance_bucket_bytes)
+        if rebalance is not None:
+            return Decision(candidate, CompactionType.REBALANCE, f"{reason}; {rebalance[1]}",
+                            number_of_buckets=rebalance[0])
     return Decision(candidate, compaction_type, reason)
 
 
@@ -300,8 +338,8 @@ def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_m
                   aborted_threshold: int = ABORTED_THRESHOLD,
                   aborted_time_threshold_ms: int = ABORTED_TIME_THRESHOLD_MS,
                   delta_num_threshold: int = DELTA_NUM_THRESHOLD, delta_pct_threshold: float = DELTA_PCT_THRESHOLD,
-                  failed_threshold: int = FAILED_THRESHOLD,
-                  failed_retry_time_ms: int = FAILED_RETRY_TIME_MS) -> list[Decision]:
+                  failed_threshold: int = FAILED_THRESHOLD, failed_retry_time_ms: int = FAILED_RETRY_TIME_MS,
+                  rebalance_bucket_bytes: int = REBALANCE_BUCKET_BYTES) -> list[Decision]:
     """One initiator cycle: find candidates, decide each, queue the compactions (nothing is written on a dry run).
 
     A candidate whose decision raised an AcidError gets a `did not initiate` history entry (it makes the partition
@@ -315,7 +353,8 @@ def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_m
         try:
             decision = decide(metastore, candidate, delta_num_threshold=delta_num_threshold,
                               delta_pct_threshold=delta_pct_threshold, failed_threshold=failed_threshold,
-                              failed_retry_time_ms=failed_retry_time_ms, reads=reads)
+                              failed_retry_time_ms=failed_retry_time_ms,
+                              rebalance_bucket_bytes=rebalance_bucket_bytes, reads=reads)
         except AcidError as exc:
             decision = _skip(candidate, f"could not decide: {exc}")
             if not dry_run:
@@ -324,7 +363,8 @@ def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_m
                     initiator_id=initiator_id)
         if decision.compaction_type is not None and not dry_run:
             result = metastore.compactions.enqueue(candidate.database, candidate.table, candidate.partition,
-                                                   decision.compaction_type, initiator_id=initiator_id)
+                                                   decision.compaction_type, initiator_id=initiator_id,
+                                                   number_of_buckets=decision.number_of_buckets)
             reason = decision.reason if result.accepted else f"{decision.reason}; not queued: {result.message}"
             decision = replace(decision, reason=reason, compaction_id=result.compaction_id)
         decisions.append(decision)

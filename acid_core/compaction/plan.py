@@ -28,7 +28,7 @@ from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_stagi
 from acid_core.delete_events import Key
 from acid_core.merge import DeleteSource, InsertSource, ReadPlan, file_bucket, plan_read, source_bucket
 from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
-from acid_core.orc_events import Column, EventFile
+from acid_core.orc_events import KEY_FIELDS, Column, EventFile
 from acid_core.state import DirectoryState
 from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList
 
@@ -153,23 +153,47 @@ def rebalance_works(fs: FileSystem, read: ReadPlan, number_of_buckets: int | Non
 
 
 def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> list[Key]:
-    """Up to parts-1 increasing keys that cut the sources' rows into about equal parts, from each stripe's last key
-    (`hive.acid.key.index`) and the file's rows per stripe. Files without an index (originals, some writers') count
-    for no cut; a cut falls only on a stripe end, so a part holds whole stripes of the biggest files."""
-    marks: list[tuple[Key, float]] = []
+    """Up to parts-1 increasing keys that cut the sources' rows into about equal parts.
+
+    Cut points come from each stripe's last key (`hive.acid.key.index`); a stripe bigger than a sixteenth of a part
+    also gives keys from inside it (its three key columns are read, a stripe at a time). Files without an index
+    (originals, some writers') count for no cut. Memory: one stripe's keys; time: footers, plus the key columns of
+    the big stripes when there are fewer stripes than cuts need.
+    """
+    files = []
     for source in sources:
-        if source.synthetic is not None or source.length == 0:
-            continue
-        event_file = EventFile(fs, source.path, length=source.length)
+        if source.synthetic is None and source.length != 0:
+            event_file = EventFile(fs, source.path, length=source.length)
+            if event_file.is_acid and event_file.num_rows and len(event_file.key_index()) == event_file.num_stripes:
+                files.append(event_file)
+    total = sum(f.num_rows for f in files)
+    if parts < 2 or not total:
+        return []
+    step = max(1, total // (parts * 16))
+    marks: list[tuple[Key, int]] = []
+    for event_file in files:
         ends = event_file.key_index()
-        if event_file.num_rows and len(ends) == event_file.num_stripes:
-            marks.extend((end, event_file.num_rows / event_file.num_stripes) for end in ends)
+        rows = event_file.num_rows // event_file.num_stripes
+        for stripe, end in enumerate(ends):
+            if rows < 2 * step:
+                marks.append((end, rows))
+                continue
+            keys = event_file.read(KEY_FIELDS, stripe=stripe)
+            columns = [keys.column(name).to_numpy() for name in KEY_FIELDS]
+            cuts = list(range(step - 1, keys.num_rows, step))
+            if not cuts or cuts[-1] != keys.num_rows - 1:
+                cuts.append(keys.num_rows - 1)
+            previous = -1
+            for index in cuts:
+                marks.append(((int(columns[0][index]), int(columns[1][index]), int(columns[2][index])),
+                              index - previous))
+                previous = index
     marks.sort()
     total = sum(rows for _, rows in marks)
     bounds: list[Key] = []
-    seen = 0.0
+    seen = 0
     for key, rows in marks[:-1]:
         seen += rows
-        if len(bounds) < parts - 1 and seen >= total * (len(bounds) + 1) / parts and (not bounds or key > bounds[-1]):
+        if len(bounds) < parts - 1 and seen * parts >= total * (len(bounds) + 1) and (not bounds or key > bounds[-1]):
             bounds.append(key)
     return bounds

@@ -29,6 +29,9 @@ NO_CLEANUP = "no_cleanup"
 BUCKETING_VERSION = "bucketing_version"
 DELTA_NUM_PROPERTY = "compactorthreshold.hive.compactor.delta.num.threshold"
 DELTA_PCT_PROPERTY = "compactorthreshold.hive.compactor.delta.pct.threshold"
+# Not in Hive (whose initiator never schedules a rebalance): bytes per bucket the initiator aims at when it turns a
+# due major compaction of an unbucketed table into a rebalance (0: never). Hive's per-table threshold prefix.
+REBALANCE_BUCKET_SIZE_PROPERTY = "compactorthreshold.acid.compactor.rebalance.bucket.size"
 
 INSERT_ONLY = "insert_only"
 FULL_ACID_KINDS = ("default", "split_update")  # what this system reads and writes ('split_update': Hive 2's name)
@@ -179,9 +182,8 @@ def check_settings(params: Mapping[str, str], *, what: str = "table") -> None:
         if name == TRANSACTIONAL_PROPERTIES and text.lower() not in FULL_ACID_KINDS:
             raise InvalidPropertyError(f"transactional_properties={text!r} is not supported: only full ACID tables "
                                        "('default') are (insert-only tables are not)")
-        if name == DELTA_NUM_PROPERTY and not (text.isascii() and text.isdigit()):
-            raise InvalidPropertyError(f"{what} property {DELTA_NUM_PROPERTY!r} must be a whole number >= 0, "
-                                       f"got {text!r}")
+        if name in (DELTA_NUM_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY) and not (text.isascii() and text.isdigit()):
+            raise InvalidPropertyError(f"{what} property {name!r} must be a whole number >= 0, got {text!r}")
         if name == DELTA_PCT_PROPERTY:
             try:
                 valid = float(text) >= 0
