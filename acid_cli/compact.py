@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from acid_core.errors import UsageError
+from acid_core.errors import AcidError, UsageError
 
 if TYPE_CHECKING:
     from acid_core.compaction.attempt import Verdict
@@ -45,6 +45,7 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
     Spark's own log stays on the terminal as spark-submit prints it.
     """
     from acid_core.compaction.attempt import Result, after_run, before_run
+    from acid_core.compaction.job_conf import compaction_spark_conf
     from acid_core.metastore import Metastore
 
     store = Metastore(metastore, pool_size=1)
@@ -52,7 +53,13 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
         before = before_run(store.compactions.get(compaction_id), compaction_id)
         if before.result is not Result.RUN:  # nothing to do, or nothing that running would mend: no JVM started
             return _finish(before, compaction_id)
-        reported, launch_error = _submit(compaction_id, metastore=metastore, master=master)
+        try:  # the Python workers' memory cap: the request's compactor.* property, the table's, the default
+            table = store.catalog.get_table(before.entry.database, before.entry.table)
+            job_conf = compaction_spark_conf(table.params, before.entry.properties)
+        except AcidError as exc:
+            print(f"acid compact: error: compaction {compaction_id}: {exc}", file=sys.stderr)
+            return 1
+        reported, launch_error = _submit(compaction_id, metastore=metastore, master=master, spark_conf=job_conf)
         after = after_run(store, compaction_id, worker_id=(reported or {}).get("worker_id"), launch_error=launch_error)
         detail = reported["message"] if reported is not None and bool(reported.get("ok")) == after.ok else None
         return _finish(after, compaction_id, detail)
@@ -60,7 +67,8 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
         store.close()
 
 
-def _submit(compaction_id: int, *, metastore: str | None, master: str | None) -> tuple[dict | None, str | None]:
+def _submit(compaction_id: int, *, metastore: str | None, master: str | None,
+            spark_conf: dict[str, str]) -> tuple[dict | None, str | None]:
     """spark-submit the job to the end: (the driver's report, None when it wrote none; what went wrong launching or
     running it, None when spark-submit exited 0)."""
     environment = dict(os.environ)
@@ -71,7 +79,7 @@ def _submit(compaction_id: int, *, metastore: str | None, master: str | None) ->
     with tempfile.TemporaryDirectory(prefix="acid-compact-") as scratch:
         result_file = os.path.join(scratch, "result.json")
         try:
-            command = spark_submit_command(compaction_id, metastore=metastore, master=master)
+            command = spark_submit_command(compaction_id, metastore=metastore, master=master, spark_conf=spark_conf)
             # the job's own output (with the driver's merged stderr) is diagnostics: it goes to our stderr
             status = subprocess.run(command + ["--result-file", result_file], env=environment, check=False,
                                     stdout=sys.stderr).returncode

@@ -100,13 +100,27 @@ def _rowwise_events(table: pa.Table) -> list[tuple]:
                     (_as_tuple(row, row_type) for row in table.column(ROW).to_pylist())))
 
 
+def rows_per_stripe(table: pa.Table, stripe_bytes: int) -> int:
+    """How many rows like `table`'s make a stripe of about `stripe_bytes` decoded bytes.
+
+    ORC's writer closes a stripe when its *compressed* buffers reach the stripe size, so a compressible column makes
+    stripes many times that size once decoded, and pyarrow decodes a whole stripe at a time: every file written here
+    gets stripes of a fixed row count instead (pyarrow's writer with batch_size = that count and a 1-byte stripe size
+    ends a stripe after each batch), so a reader holds about `stripe_bytes` per stripe whatever the data.
+    """
+    per_row = table.nbytes / table.num_rows if table.num_rows else 1.0
+    return max(1, int(stripe_bytes / max(per_row, 1.0)))
+
+
 class EventStreamWriter:
     """Writes event tables, in key order across calls, into one ORC bucket file with Hive's ACID user metadata.
 
-    Batches go to pyarrow's ORC writer as they come (pyorc's row-wise writer for char/varchar tables), so memory is
-    the writer's stripe buffer, not the file; nothing is visible at `destination` until `close`. Use as a context
-    manager: leaving it by an exception removes the scratch file.
-    Memory: one stripe buffer (`stripe_bytes`) plus the batch being written; time: linear in events.
+    Batches go to pyarrow's ORC writer a stripe at a time (pyorc's row-wise writer for char/varchar tables), so memory
+    is the stripe being buffered, not the file; nothing is visible at `destination` until `close`. Use as a context
+    manager: leaving it by an exception removes the scratch file. Stripes hold about `stripe_bytes` decoded bytes
+    (`rows_per_stripe`).
+    Memory: about two stripes (the buffered rows and the ORC writer's copy) plus the batch being written; time:
+    linear in events.
     """
 
     def __init__(self, fs: FileSystem, destination: str, *, compression: str = "ZLIB",
@@ -124,6 +138,9 @@ class EventStreamWriter:
         self._schema: pa.Schema | None = None
         self._last: tuple | None = None
         self._counts = [0, 0, 0]
+        self._pending: list[pa.Table] = []  # rows not yet handed to the ORC writer: less than one stripe
+        self._pending_rows = 0
+        self._stripe_rows = 0
 
     def write(self, table: pa.Table) -> None:
         """Append events; they must continue the key order of everything written before.
@@ -146,6 +163,7 @@ class EventStreamWriter:
             self._counts[operation] += int((operations == operation).sum())
         if self._schema is None:
             self._schema = table.schema
+            self._stripe_rows = rows_per_stripe(table, self.stripe_bytes)
             self._open()
         elif table.schema != self._schema:
             raise SchemaMismatchError(f"{self.destination}: a batch of events does not fit the file's schema: "
@@ -160,10 +178,24 @@ class EventStreamWriter:
                 self._writer.write(events[start:end], operation=events[start][0])
                 start = end
             return
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        if self._pending_rows >= self._stripe_rows:
+            self._flush(whole_stripes_only=True)
+
+    def _flush(self, *, whole_stripes_only: bool) -> None:
+        """Hand the buffered rows to the ORC writer: whole stripes only (the rest stays buffered), or everything."""
+        pending = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
+        ready = (self._pending_rows // self._stripe_rows) * self._stripe_rows if whole_stripes_only \
+            else self._pending_rows
         try:
-            self._writer.write(table)
+            if ready:
+                self._writer.write(pending.slice(0, ready))
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise SchemaMismatchError(f"{self.destination}: ORC cannot hold these events: {exc}") from exc
+        rest = pending.slice(ready)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_rows = rest.num_rows
 
     def _open(self) -> None:
         if self._rowwise:
@@ -171,7 +203,7 @@ class EventStreamWriter:
             self._writer = EventFileWriter(self._stream, self.columns, compression=self.compression)
         else:
             self._writer = pa_orc.ORCWriter(self._scratch.path, compression=_COMPRESSION[self.compression],
-                                            file_version="0.12", stripe_size=self.stripe_bytes)
+                                            file_version="0.12", batch_size=self._stripe_rows, stripe_size=1)
 
     @property
     def rows(self) -> int:
@@ -188,6 +220,8 @@ class EventStreamWriter:
             raise SchemaMismatchError(f"{self.destination}: no events were written; nothing to close")
         stats = AcidStats(*self._counts)
         with self._exit:
+            if self._pending:
+                self._flush(whole_stripes_only=False)
             self._writer.close()
             if self._rowwise:
                 self._stream.close()
@@ -258,7 +292,7 @@ def write_event_table(fs: FileSystem, destination: str, table: pa.Table, *, comp
     with local_scratch(fs, destination) as scratch:
         try:
             pa_orc.write_table(table, scratch.path, compression=_COMPRESSION[compression.upper()], file_version="0.12",
-                               stripe_size=stripe_bytes)
+                               batch_size=rows_per_stripe(table, stripe_bytes), stripe_size=1)
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise SchemaMismatchError(f"{destination}: ORC cannot hold these events: {exc}") from exc
         _add_acid_metadata(scratch, stats, destination)

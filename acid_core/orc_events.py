@@ -260,5 +260,9 @@ class EventFile:
                 return self._orc.read(columns=list(columns))
             batch = self._orc.read_stripe(stripe, columns=list(columns))
             return pa.Table.from_batches([batch])
+        except pa.ArrowMemoryError as exc:  # not damage: the process's memory (or its cap) ran out
+            where = "the whole file" if stripe is None else f"stripe {stripe}"
+            raise MemoryError(f"{self.path}: out of memory decoding {where} ({exc}); a Spark job's Python workers "
+                              "are capped by spark.executor.pyspark.memory") from exc
         except (pa.ArrowException, OSError, IndexError) as exc:
             raise CorruptFileError(f"{self.path}: cannot decode ORC data ({exc})") from exc

@@ -27,6 +27,9 @@ With `wait` false the `acid_initiator` DAG runs it at its next poll.
   equal size (empty: as many as it has bucket ids now), so one huge `bucket_00000` is compacted by as many Spark
   tasks from then on. Rows keep their write ids and get new ROW__IDs; it takes an exclusive write lock, and an
   update or delete that read the old ROW__IDs fails with a write conflict. Refused on bucketed tables.
+- `pyspark_memory` caps the Spark job's Python workers for this run (`spark.executor.pyspark.memory`, queued as
+  the request's `compactor.spark.executor.pyspark.memory`, as `WITH OVERWRITE TBLPROPERTIES` does); without it the
+  table property of that name applies, else 2g. A compaction streams its bucket, so the cap need not grow with it.
 - When a compaction of the same partition is already queued, its id is used and reported.
 - Unknown tables, tables that are not full ACID and malformed or unknown partitions fail `enqueue`, which names
   the problem; nothing is queued.
@@ -49,6 +52,10 @@ With `wait` false the `acid_initiator` DAG runs it at its next poll.
         "number_of_buckets": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_REBALANCE_BUCKETS,
                                    description="rebalance only: CLUSTERED INTO n BUCKETS (empty: the number of "
                                                "bucket ids the partition has now)."),
+        "pyspark_memory": Param(None, type=["null", "string"], pattern=r"^[0-9]{1,9}[kKmMgGtT]?[bB]?$",
+                                description="The Spark job's Python worker memory cap (spark.executor.pyspark.memory"
+                                            ", e.g. 3g) for this run; empty: the table's "
+                                            "compactor.spark.executor.pyspark.memory, else 2g."),
         "wait": Param(True, type="boolean", description="Run the compaction on Spark in this DAG run."),
     },
 )
@@ -62,6 +69,7 @@ def acid_compact():
         from acid_core.errors import AcidError
         from acid_core.layout import parse_partition_dir_name
         from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
+        from acid_core.metastore.properties import PYSPARK_MEMORY_PROPERTY
         from acid_plugin.hooks import AcidMetastoreHook
 
         log = logging.getLogger("airflow.task")
@@ -92,8 +100,13 @@ def acid_compact():
                     name = None
             except AcidError as exc:
                 raise RuntimeError(f"acid_compact: refusing {database}.{table}: {exc}") from exc
-            result = metastore.compactions.enqueue(info.database, info.name, name, compaction_type,
-                                                   number_of_buckets=buckets)
+            memory = params.get("pyspark_memory")
+            try:
+                result = metastore.compactions.enqueue(
+                    info.database, info.name, name, compaction_type, number_of_buckets=buckets,
+                    properties={PYSPARK_MEMORY_PROPERTY: memory} if memory else None)
+            except AcidError as exc:
+                raise ValueError(f"acid_compact: {exc}") from None
         log.info("acid_compact: %s", result.message)
         return result.compaction_id
 

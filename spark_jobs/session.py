@@ -19,7 +19,9 @@ from typing import Mapping
 import pyspark
 from pyspark.sql import SparkSession
 
+from acid_core.compaction.job_conf import DEFAULT_PYSPARK_MEMORY
 from acid_core.errors import AcidError
+from acid_core.metastore.properties import PYSPARK_MEMORY_CONF
 
 MASTER_ENV = "ACID_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
@@ -34,6 +36,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     # spark.executor.pyspark.memory (an address-space limit) fails an 8M-row compaction at 1.5 GiB while its RSS peaks
     # near 0.5 GiB; with jemalloc the same compaction runs under that cap and peaks at 426 MiB instead of 507.
     "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
+    # Every Python worker is capped (Spark enforces it as an address-space limit): reads, writes and compactions
+    # stream a stripe or a batch at a time, so a partition of any size fits; a job may ask for more (conf=...).
+    PYSPARK_MEMORY_CONF: DEFAULT_PYSPARK_MEMORY,
 }
 _LOCAL_MASTER = re.compile(r"local(\[.*\]|-cluster\[.*\])?")
 

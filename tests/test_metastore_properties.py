@@ -3,9 +3,14 @@ rules, and what the metastore's columns hold), and the setting values the statem
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 import sqlalchemy as sa
 
+from acid_core.compaction.codes import CompactionType
+from acid_core.compaction.job_conf import compaction_spark_conf
 from acid_core.errors import InvalidPropertyError, MetastoreError, NoSuchObjectError
 from acid_core.metastore import Metastore, schema
 from acid_core.metastore.properties import check_settings
@@ -161,3 +166,39 @@ def test_check_settings_accepts_good_values_and_names_databases():
                     "no_cleanup": "false", "owner": "anything"})
     with pytest.raises(InvalidPropertyError, match="database property 'no_auto_compaction'"):
         check_settings({"no_auto_compaction": "on"}, what="database")
+
+
+# --- compactor.spark.executor.pyspark.memory: the compaction job's Python worker memory cap -----------------------
+@pytest.mark.parametrize("value", ["2g", "768m", "2048", "4G", "1tb", "600MB"])
+def test_pyspark_memory_property_takes_spark_memory_sizes(value):
+    check_settings({"compactor.spark.executor.pyspark.memory": value})
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("lots", "must be a Spark memory size such as '2g' or '768m', got 'lots'"),
+    ("2 g", "must be a Spark memory size"),
+    ("-1g", "must be a Spark memory size"),
+    ("256m", "must be at least 512m (a Python worker needs that much address space to load pyarrow), got '256m'"),
+    ("100", "must be at least 512m"),
+])
+def test_pyspark_memory_property_refuses_what_spark_or_python_cannot_use(ms, value, problem):
+    with pytest.raises(InvalidPropertyError, match=re.escape(problem)):
+        check_settings({"compactor.spark.executor.pyspark.memory": value})
+    ms.catalog.create_table("default", "t", [("a", "int")], params={"transactional": "true"})
+    with pytest.raises(InvalidPropertyError, match=re.escape(problem)):
+        ms.catalog.alter_table_params("default", "t", set_params={"compactor.spark.executor.pyspark.memory": value})
+    with pytest.raises(InvalidPropertyError, match="compaction request property 'compactor.spark.executor"):
+        ms.compactions.enqueue("default", "t", None, CompactionType.MAJOR,
+                               properties={"compactor.spark.executor.pyspark.memory": value})
+    assert ms.compactions.show() == []
+    assert ms.catalog.get_table("default", "t").param("compactor.spark.executor.pyspark.memory") is None
+
+
+def test_the_compaction_job_memory_cap_comes_from_the_request_the_table_the_launcher_then_the_default():
+    key, conf = "compactor.spark.executor.pyspark.memory", "spark.executor.pyspark.memory"
+    assert compaction_spark_conf({}, None) == {conf: "2g"}
+    assert compaction_spark_conf({}, None, configured={conf: "1g"}) == {conf: "1g"}
+    assert compaction_spark_conf({key.upper(): "3g"}, None, configured={conf: "1g"}) == {conf: "3g"}
+    assert compaction_spark_conf({key: "3g"}, json.dumps({key: "5g"}), configured={conf: "1g"}) == {conf: "5g"}
+    with pytest.raises(InvalidPropertyError, match="table property 'compactor.spark.executor.pyspark.memory' must"):
+        compaction_spark_conf({key: "tiny"}, None)

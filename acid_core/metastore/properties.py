@@ -18,6 +18,7 @@ the value and what is allowed. Cost: linear in the number of properties; no I/O.
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 from acid_core.errors import InvalidPropertyError, NoSuchObjectError
@@ -32,6 +33,12 @@ DELTA_PCT_PROPERTY = "compactorthreshold.hive.compactor.delta.pct.threshold"
 # Not in Hive (whose initiator never schedules a rebalance): bytes per bucket the initiator aims at when it turns a
 # due major compaction of an unbucketed table into a rebalance (0: never). Hive's per-table threshold prefix.
 REBALANCE_BUCKET_SIZE_PROPERTY = "compactorthreshold.acid.compactor.rebalance.bucket.size"
+# Hive's `compactor.` prefix for a compaction job's own settings (like compactor.mapreduce.map.memory.mb): the
+# Python worker memory cap of the Spark job (spark.executor.pyspark.memory, an address-space limit).
+PYSPARK_MEMORY_CONF = "spark.executor.pyspark.memory"
+PYSPARK_MEMORY_PROPERTY = "compactor." + PYSPARK_MEMORY_CONF
+MIN_PYSPARK_MEMORY_MIB = 512  # below this a Python worker cannot load pyarrow
+_MEMORY = re.compile(r"(\d{1,9})([kmgt]?)b?", re.IGNORECASE)
 
 INSERT_ONLY = "insert_only"
 FULL_ACID_KINDS = ("default", "split_update")  # what this system reads and writes ('split_update': Hive 2's name)
@@ -87,6 +94,8 @@ def _check_values(what: str, params: Mapping[str, str], *, transactional: bool) 
         if name == TRANSACTIONAL_PROPERTIES and transactional and value.lower() not in KNOWN_KINDS:
             raise InvalidPropertyError(f"{what}: property {key!r} of a transactional table must be one of "
                                        f"{', '.join(map(repr, KNOWN_KINDS))}, got {value!r}")
+        if name == PYSPARK_MEMORY_PROPERTY:
+            spark_memory_mib(value, what=f"{what}: property {key!r}")
         if name == BUCKETING_VERSION and value not in ("1", "2"):
             raise InvalidPropertyError(f"{what}: property {key!r} must be 1 or 2 (Hive's bucketing versions), "
                                        f"got {value!r}")
@@ -168,6 +177,23 @@ def check_database(database: str, params: Mapping[str, object] | None) -> dict[s
                       value_length=DATABASE_VALUE_LENGTH)
 
 
+def spark_memory_mib(text: str, *, what: str) -> int:
+    """A Spark memory size (`768m`, `2g`, `2048`: MiB without a unit, as spark.executor.pyspark.memory reads it).
+
+    Raises:
+        InvalidPropertyError: not a size, or below 512 MiB.
+    """
+    match = _MEMORY.fullmatch(str(text).strip())
+    if match is None:
+        raise InvalidPropertyError(f"{what} must be a Spark memory size such as '2g' or '768m', got {text!r}")
+    number, unit = int(match.group(1)), match.group(2).lower() or "m"
+    mib = {"k": number / 1024, "m": number, "g": number * 1024, "t": number * 1024 * 1024}[unit]
+    if mib < MIN_PYSPARK_MEMORY_MIB:
+        raise InvalidPropertyError(f"{what} must be at least {MIN_PYSPARK_MEMORY_MIB}m (a Python worker needs that "
+                                   f"much address space to load pyarrow), got {text!r}")
+    return int(mib)
+
+
 def check_settings(params: Mapping[str, str], *, what: str = "table") -> None:
     """The values of the settings this system acts on, as a statement front end checks them before the catalog.
 
@@ -182,6 +208,8 @@ def check_settings(params: Mapping[str, str], *, what: str = "table") -> None:
         if name == TRANSACTIONAL_PROPERTIES and text.lower() not in FULL_ACID_KINDS:
             raise InvalidPropertyError(f"transactional_properties={text!r} is not supported: only full ACID tables "
                                        "('default') are (insert-only tables are not)")
+        if name == PYSPARK_MEMORY_PROPERTY:
+            spark_memory_mib(text, what=f"{what} property {name!r}")
         if name in (DELTA_NUM_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY) and not (text.isascii() and text.isdigit()):
             raise InvalidPropertyError(f"{what} property {name!r} must be a whole number >= 0, got {text!r}")
         if name == DELTA_PCT_PROPERTY:

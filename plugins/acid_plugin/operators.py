@@ -54,6 +54,8 @@ class AcidCompactionOperator(SparkSubmitOperator):
 
     def execute(self, context) -> dict:
         from acid_core.compaction.attempt import Result, after_run, before_run, describe
+        from acid_core.compaction.job_conf import compaction_spark_conf
+        from acid_core.errors import AcidError
         from acid_plugin.hooks import AcidMetastoreHook
 
         compaction_id = int(self.compaction_id)
@@ -72,6 +74,13 @@ class AcidCompactionOperator(SparkSubmitOperator):
             raise _airflow_error(before)
 
         worker_id = _worker_id(context, compaction_id)
+        with metastore_hook.metastore() as metastore:
+            table = metastore.catalog.get_table(entry.database, entry.table)
+        try:  # the Python workers' memory cap: the request, the table's compactor.* property, this task, the default
+            job_conf = compaction_spark_conf(table.params, entry.properties, configured=self.conf)
+        except AcidError as exc:
+            raise AirflowFailException(f"compaction {compaction_id}: {exc}") from None
+        self.conf = {**(self.conf or {}), **job_conf}
         self.name = f"acid-compaction-{compaction_id}"
         self.application = self.application or compact_job_path()
         self.application_args = ["--compaction-id", str(compaction_id), "--worker-id", worker_id]
@@ -84,7 +93,8 @@ class AcidCompactionOperator(SparkSubmitOperator):
             "PATH": os.pathsep.join([python_bin, os.environ.get("PATH", "")]),
             **(self.env_vars or {}),
         }
-        self.log.info("%s as worker %s", before.message, worker_id)
+        self.log.info("%s as worker %s (%s)", before.message, worker_id,
+                      ", ".join(f"{key}={value}" for key, value in sorted(job_conf.items())))
         submit_error: AirflowException | OSError | None = None
         try:
             super().execute(context)

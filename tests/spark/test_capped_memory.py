@@ -1,0 +1,103 @@
+"""Compaction, reads and writes of one bucket several times bigger than the Python workers' memory cap.
+
+Spark enforces `spark.executor.pyspark.memory` as an address-space limit (RLIMIT_AS) on every Python worker, so a
+task that held the bucket would die. One single-bucket partition, built four times (bench/big_partition.py): a base
+of 1M rows and four insert deltas of 0.45M (write ids 1-5) plus a delete delta of 10% of every write (write id 6),
+rows of about 1 KB: 2.6 GB decoded after deletes, 1.8 GB in the deltas alone, 20 MB on disk (ZLIB). The cap is 768
+MiB, of which a Python worker with pyarrow loaded takes about 0.4 GiB.
+
+- major, minor and rebalance compact it on local Spark with the same rows after (and the same ROW__IDs, for major
+  and minor; the same write ids in four buckets for rebalance);
+- a Spark read scans it; a Spark insert writes as much through one task into one bucket file;
+- the control: one task that holds the whole partition (what compaction did before it streamed) dies of the cap.
+All run in one Spark application (tests/spark/capped_jobs.py): a SparkContext's settings are fixed for its life.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from big_partition import build, digest  # noqa: E402
+
+from acid_core.metastore import Metastore  # noqa: E402
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+CAP = "768m"
+CAP_BYTES = 768 << 20
+JOBS = Path(__file__).with_name("capped_jobs.py")
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory):
+    root = tmp_path_factory.mktemp("capped")
+    url, warehouse = f"sqlite:///{root}/metastore.db", str(root / "warehouse")
+    store = Metastore(url, warehouse=warehouse)
+    store.init()
+    built = None
+    for name in ("major", "minor", "rebalance", "plain"):
+        built = build(store, name, base_rows=1_000_000, deltas=4, delta_rows=450_000, payload_bytes=1000,
+                      stripe_bytes=8 << 20)
+    before = digest(store, "plain")  # the four tables hold the same rows
+    store.close()
+    result_file = root / "results.json"
+    process = subprocess.run([sys.executable, str(JOBS), url, warehouse, CAP, str(result_file)],
+                             cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=900)
+    assert process.returncode == 0, process.stderr[-4000:]
+    return built, before, json.loads(result_file.read_text())
+
+
+def test_the_partition_is_several_times_the_cap(capped):
+    built, before, _ = capped
+    assert before["payload_bytes"] > 3 * CAP_BYTES and built.decoded_bytes > 3 * CAP_BYTES
+    assert before["rows"] == built.rows - built.deleted and before["buckets"] == [0]
+
+
+@pytest.mark.parametrize("kind", ["major", "minor"])
+def test_major_and_minor_keep_every_row_and_row_id_under_the_cap(capped, kind):
+    _, before, results = capped
+    result = results[kind]
+    assert result["ok"], result["error"]
+    assert result["result"] == "compacted", result["message"]
+    assert result["after"] == before
+
+
+def test_rebalance_keeps_every_row_and_write_id_under_the_cap(capped):
+    _, before, results = capped
+    result = results["rebalance"]
+    assert result["ok"], result["error"]
+    assert result["result"] == "compacted" and "in 4 buckets" in result["message"], result["message"]
+    after = result["after"]
+    assert after["buckets"] == [0, 1, 2, 3]
+    assert {k: after[k] for k in ("rows", "id_sum", "payload_bytes", "by_write_id")} == {
+        k: before[k] for k in ("rows", "id_sum", "payload_bytes", "by_write_id")}
+
+
+def test_a_spark_read_scans_it_under_the_cap(capped):
+    _, before, results = capped
+    result = results["read"]
+    assert result["ok"], result["error"]
+    assert (result["rows"], result["id_sum"], result["payload_bytes"]) == (
+        before["rows"], before["id_sum"], before["payload_bytes"])
+
+
+def test_a_spark_insert_writes_as_much_into_one_bucket_under_the_cap(capped):
+    _, _, results = capped
+    result = results["write"]
+    assert result["ok"], result["error"]
+    rows = 2_600_000  # capped_jobs.WRITE_ROWS
+    after = result["after"]
+    assert result["inserted"] == after["rows"] == rows and after["buckets"] == [0]
+    assert after["id_sum"] == rows * (rows - 1) // 2 and after["payload_bytes"] == rows * 1000 > 3 * CAP_BYTES
+
+
+def test_the_control_holding_the_whole_partition_dies_of_the_cap(capped):
+    result = capped[2]["whole_partition"]
+    assert not result["ok"], "the whole partition fit in the cap: the other tests prove nothing"
+    assert "MemoryError" in result["error"] and "out of memory decoding" in result["error"], result["error"]
