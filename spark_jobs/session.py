@@ -1,7 +1,7 @@
 """The one place that builds a SparkSession for this project's jobs and tests.
 
-Defaults suit a small machine (two cores): no web UI, few shuffle partitions, Arrow for Python data exchange, a UTC
-session time zone and WARN logging. The executors' Python must import `acid_core` and `spark_jobs`: with a local
+Defaults: no web UI, shuffle tasks sized by their data (adaptive execution), Arrow for Python data exchange, the
+Python workers' memory capped (2g), a UTC session time zone and WARN logging. The executors' Python must import `acid_core` and `spark_jobs`: with a local
 master they run this interpreter (`sys.executable` unless PYSPARK_PYTHON names another; `make install` put the
 packages there with `pip install -e .`), with this repository on their PYTHONPATH as well; on a cluster (Spark
 standalone, YARN, Kubernetes) the workers' Python needs the packages installed, as docker/Dockerfile does, or
@@ -29,7 +29,12 @@ REPOSITORY_ROOT = str(Path(__file__).resolve().parent.parent)
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
+    # Shuffles (bucketed writes, deletes, merges) get as many tasks as their data needs: adaptive execution
+    # coalesces the 200 initial partitions to about 64 MiB each, not to a fixed count.
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "64m",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     # pyarrow's default pool (mimalloc) reserves address space far beyond what it uses, so a Python worker capped by

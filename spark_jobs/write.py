@@ -28,7 +28,7 @@ from acid_core.layout import bucket_file_name, delta_dir_name, parse_write_stagi
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.txns import Operation
-from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, write_event_table
+from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows
 from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION
 from acid_core.rowid import decode_bucket_ids, encode_bucket
 from acid_core.table_write import TableWrite, compression_of, strongest
@@ -68,24 +68,18 @@ class _FileTask:
     table_columns: tuple = ()
 
 
-def _part_names(batch: pa.RecordBatch, keys: tuple[str, ...]) -> list[str]:
+def _part_names(batch: pa.RecordBatch, keys: tuple[str, ...]) -> pa.Array:
+    """Each row's partition directory name (`k=v/...`): one dictionary encoding of the key values, Python once per
+    distinct partition, not per row."""
     if not keys:
-        return [""] * batch.num_rows
-    values = [batch.column(batch.schema.get_field_index(k)).to_pylist() for k in keys]
-    return [partition_dir_name({k: None if v is None else str(v) for k, v in zip(keys, row)}) for row in zip(*values)]
-
-
-def _groups(parts: list[str], buckets: np.ndarray) -> dict[tuple[str, int], np.ndarray]:
-    groups: dict[tuple[str, int], list[int]] = {}
-    for index, key in enumerate(zip(parts, buckets.tolist())):
-        groups.setdefault(key, []).append(index)
-    return {key: np.asarray(rows) for key, rows in groups.items()}
-
-
-def _one_batch(batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
-    """All rows a Spark task received as one record batch (None when it got none)."""
-    batches = [batch for batch in batches if batch.num_rows]
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0] if batches else None
+        return pa.repeat("", batch.num_rows)
+    columns = [pc.cast(batch.column(batch.schema.get_field_index(k)), pa.string()) for k in keys]
+    combined = pc.binary_join_element_wise(*[pc.fill_null(c, "\x00") for c in columns], "\x01")
+    codes = pc.dictionary_encode(combined).indices.to_numpy()
+    _, firsts = np.unique(codes, return_index=True)
+    names = [partition_dir_name({k: columns[i][int(row)].as_py() for i, k in enumerate(keys)})
+             for row in firsts]
+    return pc.take(pa.array(names, pa.string()), pa.array(codes))
 
 
 def _result_batch(results: list[tuple[str, str, int]]) -> pa.RecordBatch:
@@ -105,10 +99,9 @@ def _destination(task: _FileTask, part: str, bucket: int) -> tuple[str, str]:
 def _insert_groups(batch: pa.RecordBatch, keys: tuple[str, ...], buckets: np.ndarray
                    ) -> list[tuple[str, int, np.ndarray]]:
     """(partition directory name, bucket, row positions in input order) of each group of a batch's rows: one
-    dictionary encoding of the (partition values, bucket) key, Python once per group, not per row."""
-    parts = [pc.fill_null(pc.cast(batch.column(batch.schema.get_field_index(k)), pa.string()), "\x00")
-             for k in keys]
-    combined = pc.binary_join_element_wise(*parts, pa.array(buckets).cast(pa.string()), "\x01")
+    dictionary encoding of the (partition, bucket) key, Python once per group, not per row."""
+    parts = _part_names(batch, keys)
+    combined = pc.binary_join_element_wise(parts, pa.array(buckets).cast(pa.string()), "\x01")
     codes = pc.dictionary_encode(combined).indices.to_numpy()
     order = np.argsort(codes, kind="stable")
     ordered = codes[order]
@@ -116,10 +109,7 @@ def _insert_groups(batch: pa.RecordBatch, keys: tuple[str, ...], buckets: np.nda
     groups = []
     for start, end in zip(starts.tolist(), starts[1:].tolist() + [len(order)]):
         rows = order[start:end]
-        first = int(rows[0])
-        values = {k: batch.column(batch.schema.get_field_index(k))[first].as_py() for k in keys}
-        part = partition_dir_name({k: None if v is None else str(v) for k, v in values.items()}) if keys else ""
-        groups.append((part, int(buckets[first]), rows))
+        groups.append((parts[int(rows[0])].as_py(), int(buckets[rows[0]]), rows))
     return groups
 
 
@@ -163,24 +153,51 @@ def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
     yield _result_batch(results)
 
 
+def _runs(parts: pa.Array, buckets: np.ndarray) -> list[tuple[str, int, int, int]]:
+    """(partition, bucket, start, end) of each run of equal (partition, bucket) in a batch sorted by them."""
+    codes = pc.dictionary_encode(parts).indices.to_numpy()
+    starts = np.flatnonzero(np.r_[True, (codes[1:] != codes[:-1]) | (buckets[1:] != buckets[:-1])])
+    ends = np.r_[starts[1:], len(codes)]
+    return [(parts[int(a)].as_py(), int(buckets[a]), int(a), int(b)) for a, b in zip(starts, ends)]
+
+
 def _write_deletes(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Spark task: delete events (sorted by key) for the ROW__IDs of this task, one file per (partition, bucket)."""
-    batch = _one_batch(batches)
-    results = []
-    if batch is not None:
-        parts = batch.column(batch.schema.get_field_index(PART)).to_pylist()
-        buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy()
-        fs, _ = FileSystem.resolve(task.location)
-        for (part, bucket), rows in sorted(_groups(parts, buckets).items()):
-            chosen = batch.take(pa.array(rows))
-            owid, bprop, rowid = (chosen.column(chosen.schema.get_field_index(n)).to_numpy() for n in (OWID, BPROP, ROWID))
-            order = np.lexsort((rowid, bprop, owid))
-            count = len(rows)
-            events = event_table(DELETE_OPERATION, owid[order], bprop[order], rowid[order],
-                                 np.full(count, task.write_id), null_rows(task.row_type, count))
-            directory, path = _destination(task, part, int(bucket))
-            write_event_table(fs, path, events, compression=task.compression, columns=task.table_columns)
-            results.append((part, fs.join(directory, task.staging), count))
+    """Spark task: delete events for the ROW__IDs of this task, one file per (partition, bucket), written batch by
+    batch: Spark sorted the task's rows by (partition, bucket, key), so each file's events arrive in key order, one
+    file after another (memory: one batch and one open file's stripe buffer, not the task's rows)."""
+    fs, _ = FileSystem.resolve(task.location)
+    results: list[tuple[str, str, int]] = []
+    current: tuple[str, int] | None = None
+    writer, count, staging = None, 0, ""
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            parts = batch.column(batch.schema.get_field_index(PART))
+            buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy()
+            keys = [batch.column(batch.schema.get_field_index(n)).to_numpy() for n in (OWID, BPROP, ROWID)]
+            for part, bucket, start, end in _runs(parts, buckets):
+                if (part, bucket) != current:
+                    if writer is not None:
+                        writer.close()
+                        results.append((current[0], staging, count))
+                    directory, path = _destination(task, part, bucket)
+                    writer, count, staging = (EventStreamWriter(fs, path, compression=task.compression,
+                                                                columns=task.table_columns),
+                                              0, fs.join(directory, task.staging))
+                    current = (part, bucket)
+                rows = end - start
+                writer.write(event_table(DELETE_OPERATION, *(k[start:end] for k in keys),
+                                         np.full(rows, task.write_id), null_rows(task.row_type, rows)))
+                count += rows
+        if writer is not None:
+            writer.close()
+            results.append((current[0], staging, count))
+            writer = None
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
     yield _result_batch(results)
 
 
@@ -291,11 +308,13 @@ def _delete_frame(write: _Write, matched: DataFrame, statement_id: int) -> list[
     def add_part_and_bucket(batches):
         for batch in batches:
             bprop = batch.column(batch.schema.get_field_index(BPROP)).to_numpy()
-            batch = batch.append_column(PART, pa.array(_part_names(batch, keys), pa.string()))
+            batch = batch.append_column(PART, _part_names(batch, keys))
             yield batch.append_column(BUCKET, pa.array(decode_bucket_ids(bprop).astype(np.int64)))
 
     schema = StructType(ids.schema.fields + [StructField(PART, StringType()), StructField(BUCKET, LongType())])
-    ids = ids.mapInArrow(add_part_and_bucket, schema).repartition(F.col(PART), F.col(BUCKET))
+    # One task per group of (partition, bucket), its rows sorted by Spark (which spills; Python never holds them)
+    ids = ids.mapInArrow(add_part_and_bucket, schema).repartition(F.col(PART), F.col(BUCKET)) \
+        .sortWithinPartitions(PART, BUCKET, OWID, BPROP, ROWID)
     final = delta_dir_name(write.write_id, write.write_id, statement_id=statement_id, delete=True)
     return write.run(ids, write.task(statement_id, final), _write_deletes)
 

@@ -225,3 +225,40 @@ def test_insert_rows_are_grouped_by_partition_and_bucket_without_a_per_row_loop(
     assert {(part, bucket): rows.tolist() for part, bucket, rows in groups} == expected
     assert len(groups) == len(expected) and "ds=__HIVE_DEFAULT_PARTITION__/hr=7" in {g[0] for g in groups}
     assert [rows.tolist() for _, _, rows in write._insert_groups(batch, (), np.zeros(6, int))] == [[0, 1, 2, 3, 4, 5]]
+
+
+def test_a_delete_task_writes_its_files_batch_by_batch_in_key_order(spark, store):
+    """Arrow batches of 7 rows: each delete task gets its (partition, bucket) groups sorted by Spark across many
+    batches and writes each file as they come; every file holds its events in key order, each key once."""
+    import glob
+
+    import pyarrow.orc as pa_orc
+    from decimal import Decimal as D
+
+    rows = [(i, f"n{i}", D(i), f"d{i % 3}") for i in range(300)]
+    write.insert(store, "default", "parts", frame(spark, rows, with_ds=True).repartition(4))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        summary = write.delete(spark, store, "default", "parts", "id % 5 <> 0")
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert summary.deleted == 240
+    assert visible(store, "parts") == {i: (f"n{i}", float(i), f"d{i % 3}") for i in range(0, 300, 5)}
+    files = glob.glob(f"{store.catalog.get_table('default', 'parts').location}/ds=*/delete_delta_*/bucket_*")
+    keys_seen = 0
+    for path in files:
+        events = pa_orc.read_table(path, columns=["originalTransaction", "bucket", "rowId"]).to_pylist()
+        keys = [tuple(e.values()) for e in events]
+        assert keys == sorted(keys) and len(set(keys)) == len(keys), path
+        keys_seen += len(keys)
+    assert keys_seen == 240 and len(files) == 12  # 3 partitions x 4 writers' buckets
+
+
+def test_shuffles_are_sized_by_their_data_not_a_fixed_count():
+    from spark_jobs.session import session_conf
+
+    conf = session_conf("local[2]")
+    assert "spark.sql.shuffle.partitions" not in conf
+    assert conf["spark.sql.adaptive.enabled"] == "true"
+    assert conf["spark.sql.adaptive.coalescePartitions.parallelismFirst"] == "false"
+    assert conf["spark.executor.pyspark.memory"] == "2g"
