@@ -150,13 +150,13 @@ def uses_sort_merge(fs: FileSystem, deletes: Sequence[DeleteSource], *,
     return _delete_event_count([EventFile(fs, source.path) for source in deletes]) > max_delete_events_in_memory
 
 
-def read_units(fs: FileSystem, plan: ReadPlan, *, sort_merge: bool) -> list[tuple[InsertSource, int | None]]:
-    """Independent pieces of work, `(insert source, stripe or None)`: one per stripe of a multi-stripe file when the
-    deletes are held in memory, else one per file (the sort-merge walks a file's stripes in order; `pieces` yields
-    them a stripe at a time)."""
+def read_units(fs: FileSystem, plan: ReadPlan) -> list[tuple[InsertSource, int | None]]:
+    """Independent pieces of work, `(insert source, stripe or None)`: one per stripe of a multi-stripe file, on
+    either delete path (the sort-merge starts its delete cursors at the stripe's first key, found from the previous
+    stripe's `hive.acid.key.index` entry), else one per file."""
     units: list[tuple[InsertSource, int | None]] = []
     for source in plan.inserts:
-        if not sort_merge and source.synthetic is None and source.length is None:
+        if source.synthetic is None and source.length is None:
             stripes = EventFile(fs, source.path).num_stripes
             if stripes > 1:
                 units.extend((source, stripe) for stripe in range(stripes))
@@ -184,8 +184,8 @@ class SnapshotReader:
         self.with_keys = with_keys
 
     def units(self) -> list[tuple[InsertSource, int | None]]:
-        """Independent pieces of work: one per stripe of a multi-stripe file (in-memory deletes), else one per file."""
-        return read_units(self.fs, self.plan, sort_merge=self.streaming)
+        """Independent pieces of work: one per stripe of a multi-stripe file, else one per file."""
+        return read_units(self.fs, self.plan)
 
     def _open(self, source: InsertSource) -> EventFile | None:
         """The source's file (None for an empty one), refused when a bucket file lacks the ACID event schema."""

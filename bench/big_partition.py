@@ -15,6 +15,7 @@ compaction that keeps ROW__IDs must leave all of them equal and a rebalance all 
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,11 @@ class Built:
     rows: int  # rows written (before deletes)
     deleted: int
     decoded_bytes: int  # of the surviving rows: what a whole-partition read or compaction would hold
+    writes: int = 0  # write ids committed: 1..writes
+
+    @property
+    def surviving(self) -> int:
+        return self.rows - self.deleted
 
 
 def _payload(ids: np.ndarray, width: int) -> pa.Array:
@@ -99,7 +105,18 @@ def build(metastore: Metastore, name: str, *, base_rows: int, deltas: int = 10, 
     fs.write_atomically(f"{table.location}/{directory}/{ACID_FORMAT_FILE}", str(ORC_ACID_VERSION).encode())
     removed = sum(len(r) for _, r in deleted)
     survivors = first_id - removed
-    return Built(table.location, first_id, removed, survivors * (8 + payload_bytes + 4 + 8 + 4 + 8))
+    return Built(table.location, first_id, removed, survivors * (8 + payload_bytes + 4 + 8 + 4 + 8), writes)
+
+
+def register_copy(metastore: Metastore, built: Built, name: str, location: str) -> str:
+    """Copy a built partition's files to `location` and register them as `default.<name>` with the same write ids."""
+    shutil.copytree(built.location, location)
+    metastore.catalog.create_table("default", name, COLUMNS, location=location, params={"transactional": "true"})
+    for _ in range(built.writes):
+        txn = metastore.txns.open_txn()
+        metastore.txns.allocate_write_ids([txn], "default", name)
+        metastore.txns.commit(txn)
+    return name
 
 
 def digest(metastore: Metastore, name: str) -> dict:

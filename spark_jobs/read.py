@@ -158,7 +158,7 @@ def plan_table_read(metastore: Metastore, database: str, table: str, *, partitio
         index = len(partitions)
         partitions.append(PartitionRead(location, fs, ReadPlan(None, (), plan.deletes), sort_merge,
                                         _partition_values(info, spec, arrow_schema)))
-        units.extend((index, source, stripe) for source, stripe in read_units(fs, plan, sort_merge=sort_merge))
+        units.extend((index, source, stripe) for source, stripe in read_units(fs, plan))
     return TableReadPlan(info, snapshot, write_ids, tuple(partitions), tuple(units))
 
 

@@ -222,7 +222,7 @@ def test_sort_merge_path_equals_in_memory_registry(spark, store):
     assert [p.sort_merge for p in streamed.partitions] == [True, True]
     mixed = plan_table_read(store, "default", "churn", max_delete_events_in_memory=800)
     assert [p.sort_merge for p in mixed.partitions] == [True, False]
-    assert (len(registry.units), len(streamed.units)) == (8, 4)  # stripes are units only with deletes in memory
+    assert (len(registry.units), len(streamed.units)) == (8, 8)  # stripes are units on both delete paths
     assert spark_rows(read_table(spark, store, "default", "churn", include_row_id=True)) == expected
     assert spark_rows(read_table(spark, store, "default", "churn", include_row_id=True,
                                  max_delete_events_in_memory=0)) == expected

@@ -1,0 +1,261 @@
+"""Memory and time of compaction and reads as one bucket grows: 2M, 8M and 32M base rows, measured in one run.
+
+Table per size (bench/big_partition.py): one bucket, base of N rows + 10 insert deltas of N/100 rows + one delete
+delta removing 10% of every write; columns (id bigint, payload string of 24 bytes, amount double, quantity int);
+ZLIB; 64 MiB stripes; a SQLite metastore.
+
+Printed, side by side:
+- peak RSS (VmHWM) of the Spark Python worker that runs the major compaction of the bucket (one task), of the Spark
+  Python workers of a `spark_jobs.read.read_table` scan (count + sums, every column read), and of a process that
+  streams `acid_core.merge.read_batches` over the partition; each in a fresh process (a fresh Spark application on
+  local[2]) per size, and the ratio 32M / 2M of each                                        goal <= 1.3 (flat);
+- at 32M: major compaction (whole worker protocol, Spark job of one task) vs a plain Spark ORC read-and-rewrite
+  (`spark.read.orc(f).write.orc(...)`, ZLIB) of a plain file holding exactly the surviving rows    goal <= 1.1x;
+- at 32M: the speed-up on local[2] of a rebalance into 4 buckets (4 tasks, 2 at a time) over the major compaction's
+  one task, both of the same single bucket                                                  goal >= 1.6x.
+Timings are medians of `--repeats` interleaved runs in one Spark application (JVM start-up not counted), each on a
+fresh copy of the table (copying not timed). The load average before and after is printed: the machine is shared.
+
+Run: `.venv/bin/python bench/bench_scale.py [--sizes 2000000,8000000,32000000] [--repeats 3]` (about 25 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.orc as pa_orc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from big_partition import build, register_copy  # noqa: E402
+
+from acid_core.metastore import Metastore  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+GOALS = {"flat": 1.3, "major vs plain": 1.1, "speed-up": 1.6}
+REBALANCE_BUCKETS = 4
+
+
+# --- measuring ---------------------------------------------------------------------------------------------------
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def python_worker_peak_mib() -> float:
+    """The highest VmHWM (peak RSS) among this process's pyspark Python workers (forks of pyspark.daemon)."""
+    peaks = [0.0]
+    for pid in _descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if b"pyspark" not in handle.read():
+                    continue
+            with open(f"/proc/{pid}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmHWM:"):
+                        peaks.append(int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    return max(peaks)
+
+
+def own_peak_mib() -> float:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+# --- children: one fresh process (and Spark application) per measurement ----------------------------------------
+def child(kind: str, url: str, warehouse: str, table: str, scratch: str, repeats: int) -> dict:
+    store = Metastore(url, warehouse=warehouse)
+    if kind == "batches":
+        from acid_core.merge import read_batches
+
+        snapshot = store.txns.snapshot([f"default.{table}"])
+        rows = 0
+        for batch in read_batches(store.catalog.get_table("default", table).location,
+                                  write_ids=snapshot.write_ids[f"default.{table}"], txns=snapshot.txns):
+            rows += batch.num_rows
+        return {"rows": rows, "peak_mib": own_peak_mib()}
+
+    from pyspark.sql import functions as F
+
+    from acid_core.compaction.worker import CompactionWorker
+    from acid_core.metastore.compactions import CompactionType
+    from spark_jobs.compact import SparkRunner
+    from spark_jobs.read import read_table
+    from spark_jobs.session import build_session
+
+    spark = build_session(f"bench-scale-{kind}", master="local[2]")
+    try:
+        if kind == "read":
+            row = read_table(spark, store, "default", table).agg(
+                F.count("*").alias("rows"), F.sum("id"), F.sum("amount"), F.sum("quantity"),
+                F.max(F.length("payload"))).collect()[0]
+            return {"rows": row["rows"], "peak_mib": python_worker_peak_mib()}
+        worker = CompactionWorker(store, worker_id="bench", runner=SparkRunner(spark))
+        if kind == "compact":
+            compaction = store.compactions.enqueue("default", table, None, CompactionType.MAJOR).compaction_id
+            outcome = worker.run(compaction)
+            return {"rows": outcome.inserts, "peak_mib": python_worker_peak_mib()}
+        return timings(spark, store, worker, table, Path(scratch), repeats)
+    finally:
+        spark.stop()
+
+
+def timings(spark, store: Metastore, worker, table: str, scratch: Path, repeats: int) -> dict:
+    """Interleaved rounds (one warm-up, then `repeats`): major, plain rewrite, rebalance, each on a fresh copy."""
+    from acid_core.metastore.compactions import CompactionType
+
+    built = json.loads((scratch / "built.json").read_text())
+    pristine = store.catalog.get_table("default", table).location
+    plain = scratch / "plain-surviving.orc"
+    samples: dict[str, list[float]] = {}
+    copies = 0
+
+    def compaction(kind: CompactionType, buckets: int | None) -> float:
+        nonlocal copies
+        copies += 1
+        name = f"copy_{copies}"
+        from big_partition import Built
+
+        register_copy(store, Built(pristine, 0, 0, 0, built["writes"]), name, str(scratch / name))
+        compaction_id = store.compactions.enqueue("default", name, None, kind, number_of_buckets=buckets).compaction_id
+        os.sync()
+        start = time.perf_counter()
+        outcome = worker.run(compaction_id)
+        seconds = time.perf_counter() - start
+        assert outcome.result == "compacted" and outcome.inserts == built["surviving"], outcome
+        shutil.rmtree(scratch / name)
+        return seconds
+
+    def rewrite() -> float:
+        target = scratch / "plain-out"
+        os.sync()
+        start = time.perf_counter()
+        spark.read.orc(str(plain)).write.option("compression", "zlib").orc(str(target))
+        seconds = time.perf_counter() - start
+        assert sum(pa_orc.ORCFile(p).nrows for p in target.glob("*.orc")) == built["surviving"]
+        shutil.rmtree(target)
+        return seconds
+
+    steps = {"major": lambda: compaction(CompactionType.MAJOR, None), "plain rewrite": rewrite,
+             "rebalance": lambda: compaction(CompactionType.REBALANCE, REBALANCE_BUCKETS)}
+    for round_ in range(repeats + 1):
+        for key, step in steps.items():
+            seconds = step()
+            if round_:
+                samples.setdefault(key, []).append(seconds)
+    return {key: statistics.median(values) for key, values in samples.items()} | {"samples": samples}
+
+
+def run_child(kind: str, url: str, warehouse: str, table: str, scratch: Path, repeats: int = 0) -> dict:
+    result = scratch / f"{kind}-{table}.json"
+    process = subprocess.run([sys.executable, __file__, "--child", kind, url, warehouse, table, str(scratch),
+                              str(repeats), str(result)], cwd=ROOT, capture_output=True, text=True, timeout=7200)
+    if process.returncode != 0:
+        raise SystemExit(f"{kind} of {table} failed:\n{process.stderr[-4000:]}")
+    return json.loads(result.read_text())
+
+
+# --- the run -----------------------------------------------------------------------------------------------------
+def write_plain_surviving(store: Metastore, table: str, path: Path) -> None:
+    """The surviving rows as one plain ORC file, written a batch at a time (not timed)."""
+    from acid_core.merge import read_batches
+
+    snapshot = store.txns.snapshot([f"default.{table}"])
+    reader = read_batches(store.catalog.get_table("default", table).location,
+                          write_ids=snapshot.write_ids[f"default.{table}"], txns=snapshot.txns)
+    writer = pa_orc.ORCWriter(str(path), compression="zlib")
+    for batch in reader:
+        writer.write(batch)
+    writer.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="2000000,8000000,32000000")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--child", nargs=7, metavar="ARG", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, url, warehouse, table, scratch, repeats, result = args.child
+        Path(result).write_text(json.dumps(child(kind, url, warehouse, table, scratch, int(repeats))))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    load_before = os.getloadavg()[0]
+    peaks: dict[str, dict[int, float]] = {"compaction task": {}, "Spark read task": {}, "read_batches": {}}
+    timed: dict = {}
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as directory:
+        for size in sizes:
+            scratch = Path(directory) / f"n{size}"
+            scratch.mkdir()
+            url, warehouse = f"sqlite:///{scratch}/metastore.db", str(scratch / "warehouse")
+            store = Metastore(url, warehouse=warehouse)
+            store.init()
+            started = time.perf_counter()
+            built = build(store, "t", base_rows=size)
+            (scratch / "built.json").write_text(json.dumps({"writes": built.writes, "surviving": built.surviving}))
+            print(f"{size:>11,} base rows: built {built.rows:,} rows, {built.surviving:,} survive, "
+                  f"{built.decoded_bytes / 2**20:,.0f} MiB decoded, in {time.perf_counter() - started:.0f} s",
+                  flush=True)
+            register_copy(store, built, "for_compaction", str(scratch / "for_compaction"))
+            peaks["compaction task"][size] = run_child("compact", url, warehouse, "for_compaction", scratch)["peak_mib"]
+            peaks["Spark read task"][size] = run_child("read", url, warehouse, "t", scratch)["peak_mib"]
+            peaks["read_batches"][size] = run_child("batches", url, warehouse, "t", scratch)["peak_mib"]
+            print("    peak RSS MiB: " + ", ".join(f"{k} {v[size]:.0f}" for k, v in peaks.items()), flush=True)
+            if size == max(sizes):
+                write_plain_surviving(store, "t", scratch / "plain-surviving.orc")
+                timed = run_child("timings", url, warehouse, "t", scratch, args.repeats)
+            store.close()
+            shutil.rmtree(scratch)
+    report(sizes, peaks, timed, args.repeats, (load_before, os.getloadavg()[0]))
+
+
+def report(sizes, peaks, timed, repeats, load) -> None:
+    small, large = min(sizes), max(sizes)
+    print()
+    print(f"load average {load[0]:.1f} before, {load[1]:.1f} after (2 cores: above ~2.5 other work shared them)")
+    print("peak RSS (MiB) " + "".join(f"{size:>14,}" for size in sizes) + f"   ratio {large // 10**6}M/{small // 10**6}M")
+    for name, values in peaks.items():
+        ratio = values[large] / values[small]
+        print(f"  {name:16s}" + "".join(f"{values[s]:14.0f}" for s in sizes)
+              + f"   {ratio:5.2f}  (goal <= {GOALS['flat']}: {'met' if ratio <= GOALS['flat'] else 'MISSED'})")
+    if timed:
+        ratio = timed["major"] / timed["plain rewrite"]
+        speed = timed["major"] / timed["rebalance"]
+        print(f"at {large:,} base rows, medians of {repeats}:")
+        print(f"  major compaction (one task)          {timed['major']:7.1f} s")
+        print(f"  plain Spark ORC rewrite of survivors {timed['plain rewrite']:7.1f} s   major/plain {ratio:4.2f}x "
+              f"(goal <= {GOALS['major vs plain']}x: {'met' if ratio <= GOALS['major vs plain'] else 'MISSED'})")
+        print(f"  rebalance into {REBALANCE_BUCKETS} buckets on local[2]   {timed['rebalance']:7.1f} s   speed-up "
+              f"{speed:4.2f}x (goal >= {GOALS['speed-up']}x: {'met' if speed >= GOALS['speed-up'] else 'MISSED'})")
+        print("  samples (s): " + json.dumps({k: [round(v, 1) for v in vs] for k, vs in timed["samples"].items()}))
+
+
+if __name__ == "__main__":
+    main()
