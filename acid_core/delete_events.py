@@ -4,14 +4,17 @@
   array (Hive's ColumnizedDeleteEventRegistry with its CompressedOwid index).
 * `DeleteCursor`: one delete file streamed stripe by stripe in key order, for the sort-merge path used when the
   delete events exceed the in-memory bound (Hive's SortMergedDeleteEventRegistry).
+* `without_deleted`: the cursors applied to a stream already in key order (a compaction's merged inputs).
 Keys compare as Hive's RecordIdentifier: originalWriteId, then the packed bucket (signed int), then rowId.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from acid_core.errors import UnsortedEventsError
 from acid_core.orc_events import CURRENT_WRITE_ID, KEY_FIELDS, EventFile
@@ -175,3 +178,24 @@ class DeleteCursor:
                 break
         self._buffer = self._buffer.take(~self._buffer.below(low))
         return self._buffer.take(self._buffer.between(None, high))
+
+
+def without_deleted(pieces: Iterable[pa.Table], cursors: Sequence[DeleteCursor],
+                    key_names: Sequence[str]) -> Iterator[pa.Table]:
+    """A stream of tables in key order (key columns `key_names`) without the rows a delete event removes.
+
+    The delete cursors advance in step with the stream, so memory is one delete stripe per delete file and the
+    piece at hand, whatever the number of rows or deletes: how a compaction applies its bucket's deletes after the
+    k-way merge of its inputs (Hive's OrcRawRecordMerger sees the delete events in the same merge).
+    """
+    for table in pieces:
+        if not table.num_rows:
+            continue
+        keys = KeyArrays(*(table.column(name).to_numpy() for name in key_names))
+        events = KeyArrays.concat([cursor.events_between(keys.first(), keys.last()) for cursor in cursors])
+        if len(events):
+            keep = ~DeleteRegistry(events).deleted_mask(keys)
+            if not keep.all():
+                table = table.filter(pa.array(keep))
+        if table.num_rows:
+            yield table

@@ -8,6 +8,8 @@ Delete events are held in a `DeleteRegistry` when they fit under `max_delete_eve
 
 from __future__ import annotations
 
+import dataclasses
+
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -16,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from acid_core.delete_events import (DeleteCursor, DeleteRegistry, Key, KeyArrays, read_delete_keys,
-                                     valid_write_id_mask)
+                                     valid_write_id_mask, without_deleted)
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem
 from acid_core.layout import ParsedDelta, is_hidden, parse_bucket_file, parse_original_file, side_file_name
@@ -470,12 +472,19 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
                  missing_ok: bool = False, fs: FileSystem | None = None) -> pa.RecordBatchReader:
     """`read_snapshot` as a stream of record batches: every file yields its stripes (deletes applied per stripe), in
     file order, or merged in `row__id` order (`order_by_row_id`: the files are each in key order, so a k-way merge).
-    Memory: a stripe per file being merged (one stripe without ordering), not the partition; the deletes as in
-    `read_snapshot`. Same arguments as `read_snapshot`; the schema comes from the files' footers.
+    Memory: a stripe per file being merged (one stripe without ordering), not the partition, and the delete events:
+    up to `max_delete_events_in_memory` of them held at once (Hive's hive.transactional.events.mem), above that (or
+    with 0) streamed, one stripe per delete file. Same arguments as `read_snapshot`; the schema comes from the
+    files' footers.
     """
     fs, write_ids, plan = _plan_snapshot(location, write_ids, txns, missing_ok=missing_ok, fs=fs)
-    reader = SnapshotReader(fs, plan, write_ids, with_keys=include_row_id or order_by_row_id,
-                             max_delete_events_in_memory=max_delete_events_in_memory)
+    # In row__id order the files' streams are merged first and the deletes applied to the merged stream once (one
+    # delete stripe per delete file on the sort-merge path, not one per merged file); in file order each file's
+    # stream applies them itself, one file after another.
+    deletes_after_merge = order_by_row_id and bool(plan.deletes)
+    reader = SnapshotReader(fs, dataclasses.replace(plan, deletes=()) if deletes_after_merge else plan, write_ids,
+                            with_keys=include_row_id or order_by_row_id,
+                            max_delete_events_in_memory=max_delete_events_in_memory)
     row_types = [reader._open(source).row_type for source in plan.inserts if source.length != 0]
     if column_names:
         names = list(column_names)
@@ -488,7 +497,12 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
             yield conform_columns(table, names, source.path)
 
     streams = [pieces(source) for source in plan.inserts]
-    tables = merge_sorted(streams, KEY_COLUMNS) if order_by_row_id else (t for stream in streams for t in stream)
+    if order_by_row_id:
+        tables = merge_sorted(streams, KEY_COLUMNS)
+        if deletes_after_merge:
+            tables = _without_deleted(fs, plan, write_ids, tables, max_delete_events_in_memory)
+    else:
+        tables = (t for stream in streams for t in stream)
 
     def batches():
         for table in tables:
@@ -498,6 +512,20 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
             yield from table.to_batches(max_chunksize=batch_rows)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _without_deleted(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, tables: Iterator[pa.Table],
+                     max_delete_events_in_memory: int) -> Iterator[pa.Table]:
+    """A stream in key order without its deleted rows: the delete events in one registry when they fit the bound,
+    else one cursor per delete file advancing with the stream."""
+    files = [EventFile(fs, source.path) for source in plan.deletes]
+    if _delete_event_count(files) > max_delete_events_in_memory:
+        return without_deleted(tables, [DeleteCursor(f, write_ids, check_validity=s.check_validity)
+                                        for f, s in zip(files, plan.deletes)], KEY_COLUMNS)
+    registry = DeleteRegistry(KeyArrays.concat([read_delete_keys(f, write_ids, check_validity=s.check_validity)
+                                                for f, s in zip(files, plan.deletes)]))
+    return (t.filter(pa.array(~registry.deleted_mask(KeyArrays(*(t.column(n).to_numpy() for n in KEY_COLUMNS)))))
+            for t in tables)
 
 
 def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, txns: ValidTxnList | None = None,

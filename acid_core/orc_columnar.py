@@ -9,6 +9,8 @@ are added to the footer, and only then is it put in place.
 from __future__ import annotations
 
 import contextlib
+import queue
+import threading
 from typing import Sequence
 
 import numpy as np
@@ -141,6 +143,11 @@ class EventStreamWriter:
         self._pending: list[pa.Table] = []  # rows not yet handed to the ORC writer: less than one stripe
         self._pending_rows = 0
         self._stripe_rows = 0
+        # ORC encoding and compression run on one background thread (pyarrow releases the GIL), so they overlap with
+        # whatever produces the events (decoding and merging the inputs); at most one stripe waits for it.
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
 
     def write(self, table: pa.Table) -> None:
         """Append events; they must continue the key order of everything written before.
@@ -188,14 +195,45 @@ class EventStreamWriter:
         pending = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
         ready = (self._pending_rows // self._stripe_rows) * self._stripe_rows if whole_stripes_only \
             else self._pending_rows
-        try:
-            if ready:
-                self._writer.write(pending.slice(0, ready))
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise SchemaMismatchError(f"{self.destination}: ORC cannot hold these events: {exc}") from exc
+        if ready:
+            self._submit(pending.slice(0, ready))
         rest = pending.slice(ready)
         self._pending = [rest] if rest.num_rows else []
         self._pending_rows = rest.num_rows
+
+    def _submit(self, table: pa.Table) -> None:
+        """Hand whole stripes to the writing thread; waits while a stripe is already waiting (bounded memory)."""
+        if self._thread is None:
+            self._queue = queue.Queue(maxsize=1)
+            self._thread = threading.Thread(target=self._drain, name="orc-event-writer", daemon=True)
+            self._thread.start()
+        self._raise_failure()
+        self._queue.put(table)
+
+    def _drain(self) -> None:
+        while True:
+            table = self._queue.get()
+            if table is None:
+                return
+            if self._failure is None:  # after a failure, keep taking tables so that no producer waits for ever
+                try:
+                    self._writer.write(table)
+                except BaseException as exc:  # raised in the producer's thread by _raise_failure
+                    self._failure = exc
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _raise_failure(self) -> None:
+        exc = self._failure
+        if exc is None:
+            return
+        if isinstance(exc, (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError)):
+            raise SchemaMismatchError(f"{self.destination}: ORC cannot hold these events: {exc}") from exc
+        raise exc
 
     def _open(self) -> None:
         if self._rowwise:
@@ -222,6 +260,8 @@ class EventStreamWriter:
         with self._exit:
             if self._pending:
                 self._flush(whole_stripes_only=False)
+            self._stop_thread()
+            self._raise_failure()
             self._writer.close()
             if self._rowwise:
                 self._stream.close()
@@ -232,6 +272,7 @@ class EventStreamWriter:
 
     def abort(self) -> None:
         """Drop what was written (the scratch file)."""
+        self._stop_thread()
         if self._writer is not None and not self._rowwise:
             try:
                 self._writer.close()

@@ -15,7 +15,6 @@ import os
 
 import pytest
 
-from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import CompactionStateError, UsageError, WriteConflictError
@@ -52,16 +51,11 @@ def values_by_write_id(rows: dict) -> collections.Counter:
     return collections.Counter((row_id[0], row) for row_id, row in rows.items())
 
 
-@pytest.mark.parametrize("max_delete_events_in_memory", [None, 1], ids=["registry", "sort-merge"])
-def test_rebalance_spreads_one_bucket_over_n_and_keeps_every_row_and_write_id(store, max_delete_events_in_memory):
+def test_rebalance_spreads_one_bucket_over_n_and_keeps_every_row_and_write_id(store):
     table = filled(store)
     before = read_rows(table)
     assert {(row_id[1] >> 16) & 0xFFF for row_id in before} == {0}  # everything in bucket 0
-    runner = None
-    if max_delete_events_in_memory:
-        def runner(plan):
-            return [run_bucket(plan, work, max_delete_events_in_memory=1) for work in plan.buckets]
-    compaction_id, outcome = rebalance(table, 4, **({"runner": runner} if runner else {}))
+    compaction_id, outcome = rebalance(table, 4)
     assert outcome.result == "compacted", outcome.message
     info = store.compactions.get(compaction_id)
     assert info.state is CompactionState.READY_FOR_CLEANING and info.type is REBALANCE

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.orc as pa_orc
 import pytest
 
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
@@ -89,6 +90,41 @@ def test_the_stream_writer_writes_batches_as_one_file_with_hive_metadata(tmp_pat
     assert len(ends) == written.num_stripes and ends[-1] == (1, 536870912, 149_999)
     keys = written.read(KEY_FIELDS)
     assert keys.column(KEY_FIELDS[2]).to_pylist() == list(range(150_000))
+
+
+def test_stripes_hold_about_stripe_bytes_decoded_however_well_the_data_compresses(tmp_path):
+    """ORC's own writer ends a stripe at so many *compressed* bytes: 1 KB rows of one repeated letter would make
+    stripes of hundreds of MB to decode. Here every stripe holds about `stripe_bytes` decoded bytes."""
+    fs = FileSystem()
+    path = tmp_path / "bucket_00000"
+    ids = np.arange(20_000)
+    rows = pa.StructArray.from_arrays([pa.array(ids), pa.array(["x" * 1000] * len(ids))], names=["id", "name"])
+    table = event_table(0, np.full(len(ids), 1), np.full(len(ids), 536870912), ids, np.full(len(ids), 1), rows)
+    with EventStreamWriter(fs, str(path), stripe_bytes=1 << 20) as writer:
+        for start in range(0, len(ids), 3_000):
+            writer.write(table.slice(start, 3_000))
+        writer.close()
+    written = EventFile(fs, str(path))
+    assert path.stat().st_size < 1 << 20 < table.nbytes  # compresses to almost nothing
+    decoded = [written.read(["row"], stripe=s).nbytes for s in range(written.num_stripes)]
+    assert written.num_stripes >= 15 and max(decoded) < 1.5 * (1 << 20), decoded
+    assert written.read(KEY_FIELDS).column(KEY_FIELDS[2]).to_pylist() == list(range(20_000))
+
+
+def test_an_orc_write_failing_on_the_writer_thread_surfaces_and_leaves_nothing(tmp_path, monkeypatch):
+    fs = FileSystem()
+    path = tmp_path / "bucket_00000"
+
+    def refuse(self, table):
+        raise pa.ArrowNotImplementedError("no such ORC type")
+
+    monkeypatch.setattr(pa_orc.ORCWriter, "write", refuse)  # a fault ORC cannot be made to raise on demand
+    with pytest.raises(SchemaMismatchError, match="ORC cannot hold these events: no such ORC type"):
+        with EventStreamWriter(fs, str(path), stripe_bytes=64 * 1024) as writer:
+            for start in range(0, 100_000, 10_000):
+                writer.write(_events(start, 10_000))
+            writer.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_stream_writer_refuses_a_batch_going_back_in_key_order_and_leaves_nothing(tmp_path):

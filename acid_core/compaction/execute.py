@@ -8,8 +8,8 @@ renumbered into one new bucket (plan.py). Events are written in key order: each 
 into a k-way merge (`sorted_merge`) whose output is written as it comes (`EventStreamWriter`), as Hive's
 OrcRawRecordMerger feeds its OrcRecordUpdater. Pure acid_core: Spark runs this function on its executors, the local
 runner in-process.
-Memory: a stripe per input file plus the output's stripe buffer (and the bucket's delete events when they fit the
-in-memory bound), not the bucket; time: linear in events.
+Memory: a stripe per input file and per delete file plus the output's stripe buffer, not the bucket; time: linear
+in events.
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ import pyarrow as pa
 
 from acid_core.compaction.codes import CompactionType
 from acid_core.compaction.plan import BucketWork, CompactionPlan
-from acid_core.delete_events import valid_write_id_mask
+from acid_core.delete_events import DeleteCursor, valid_write_id_mask, without_deleted
 from acid_core.fs import FileSystem
 from acid_core.layout import bucket_file_name
-from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, KEY_COLUMNS, ReadPlan, SnapshotReader,
-                             conform_columns)
+from acid_core.merge import KEY_COLUMNS, ReadPlan, SnapshotReader, conform_columns
 from acid_core.rowid import encode_bucket
 from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
 from acid_core.orc_events import (CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, AcidStats,
@@ -42,14 +41,15 @@ class BucketResult:
     deletes: int
 
 
-def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *, apply_deletes: bool,
-                   max_delete_events_in_memory: int) -> Iterator[pa.Table]:
+def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
+                   apply_deletes: bool) -> Iterator[pa.Table]:
     """The bucket's visible insert events as data columns plus key columns, in key order, a piece at a time: every
-    file streams its stripes (deletes applied per stripe) into a k-way merge. A rebalance task's work keeps only
-    its key interval, and reads only the stripes that can hold it."""
-    read = ReadPlan(None, work.inserts, work.deletes if apply_deletes else ())
-    reader = SnapshotReader(fs, read, plan.compactor_write_ids, with_keys=True,
-                             max_delete_events_in_memory=max_delete_events_in_memory)
+    file streams its stripes into a k-way merge, and the bucket's delete events are applied to the merged stream by
+    one cursor per delete file (memory: a stripe per input and per delete file, whatever the bucket holds). A
+    rebalance task's work keeps only its key interval, and reads only the stripes that can hold it."""
+    write_ids = plan.compactor_write_ids
+    reader = SnapshotReader(fs, ReadPlan(None, work.inserts, ()), write_ids, with_keys=True,
+                            max_delete_events_in_memory=0)
     names = [c.name for c in plan.columns]
     row_type = arrow_struct(plan.columns)
 
@@ -57,7 +57,12 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *, ap
         for piece in reader.stream(source, after=work.after, up_to=work.up_to):
             yield _declared_types(conform_columns(piece, names, source.path), row_type)
 
-    return merge_sorted([conformed(source) for source in work.inserts], KEY_COLUMNS)
+    merged = merge_sorted([conformed(source) for source in work.inserts], KEY_COLUMNS)
+    if not apply_deletes or not work.deletes:
+        return merged
+    cursors = [DeleteCursor(EventFile(fs, source.path), write_ids, check_validity=source.check_validity,
+                            start_key=work.after) for source in work.deletes]
+    return without_deleted(merged, cursors, KEY_COLUMNS)
 
 
 def _declared_types(table: pa.Table, row_type: pa.StructType) -> pa.Table:
@@ -157,23 +162,19 @@ def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final
     return stats.deletes if stats is not None else 0
 
 
-def run_bucket(plan: CompactionPlan, work: BucketWork, *,
-               max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> BucketResult:
+def run_bucket(plan: CompactionPlan, work: BucketWork) -> BucketResult:
     """Compact one bucket into the plan's temporary result directories."""
     fs, _ = FileSystem.resolve(plan.location)
     outputs = [name for name, _ in plan.outputs]
     if plan.kind in (CompactionType.MAJOR, CompactionType.REBALANCE):
-        pieces = _insert_stream(fs, plan, work, apply_deletes=True,
-                                max_delete_events_in_memory=max_delete_events_in_memory)
+        pieces = _insert_stream(fs, plan, work, apply_deletes=True)
         write = _write_rebalanced if plan.kind is CompactionType.REBALANCE else _write_inserts
         return BucketResult(work.bucket, write(fs, plan, work, outputs[0], pieces), 0)
     inserted = deleted = 0
     insert_output = next((name for name in outputs if name.startswith("delta_")), None)
     delete_output = next((name for name in outputs if name.startswith("delete_delta_")), None)
     if insert_output and work.inserts:
-        pieces = _insert_stream(fs, plan, work, apply_deletes=False,
-                                max_delete_events_in_memory=max_delete_events_in_memory)
-        inserted = _write_inserts(fs, plan, work, insert_output, pieces)
+        inserted = _write_inserts(fs, plan, work, insert_output, _insert_stream(fs, plan, work, apply_deletes=False))
     if delete_output and work.deletes:
         deleted = _write_deletes(fs, plan, work, delete_output)
     return BucketResult(work.bucket, inserted, deleted)

@@ -73,12 +73,13 @@ def _row_ids(store: Metastore, table: str, ids: list[int]) -> list[RowId]:
     return [RowId(by_id[i]["writeid"], by_id[i]["bucketid"], by_id[i]["rowid"]) for i in ids]
 
 
-def _compact(store: Metastore, root: Path, key: str, table: str, kind: CompactionType) -> Compacted:
+def _compact(store: Metastore, root: Path, key: str, table: str, kind: CompactionType,
+             buckets: int | None = None) -> Compacted:
     before = _rows(store, table)
     location = Path(store.catalog.get_table("default", table).location)
     before_dir = root / "before" / key
     shutil.copytree(location, before_dir)
-    enqueued = store.compactions.enqueue("default", table, None, kind)
+    enqueued = store.compactions.enqueue("default", table, None, kind, number_of_buckets=buckets)
     outcome = CompactionWorker(store).run(enqueued.compaction_id)
     assert outcome.result == "compacted", outcome.message
     txn_id = store.compactions.get(enqueued.compaction_id).txn_id
@@ -144,6 +145,21 @@ def major_of_original_files(store: Metastore, root: Path) -> Compacted:
     return _compact(store, root, "major-originals", "legacy", CompactionType.MAJOR)
 
 
+def rebalance_of_one_writers_bucket(store: Metastore, root: Path) -> Compacted:
+    """Everything in bucket_00000 (one writer), with deletes and an update, rebalanced into 3 buckets."""
+    info = store.catalog.create_table("default", "one_writer", COLUMNS, params={"transactional": "true"})
+    writer = EmbeddedWriter(info.location, columns=info.columns)
+    _commit(store, "one_writer", Operation.INSERT,
+            lambda w: writer.insert([(i, f"r{i}") for i in range(1, 25)], write_id=w))
+    _commit(store, "one_writer", Operation.INSERT,
+            lambda w: writer.insert([(i, f"s{i}") for i in range(30, 40)], write_id=w))
+    doomed = _row_ids(store, "one_writer", [2, 3, 31])
+    _commit(store, "one_writer", Operation.DELETE, lambda w: writer.delete(doomed, write_id=w))
+    updated = _row_ids(store, "one_writer", [7])
+    _commit(store, "one_writer", Operation.UPDATE, lambda w: writer.update(updated, [(7, "seven")], write_id=w))
+    return _compact(store, root, "rebalance-one-writer", "one_writer", CompactionType.REBALANCE, buckets=3)
+
+
 @dataclass
 class World:
     tables: dict[str, Compacted]
@@ -161,7 +177,8 @@ def world(hive: HiveHarness, tmp_path_factory) -> World:
     try:
         tables = {table.key: table for table in (major_of_a_bucketed_table(store, root),
                                                  minor_of_an_unbucketed_table_with_two_writers(store, root),
-                                                 major_of_original_files(store, root))}
+                                                 major_of_original_files(store, root),
+                                                 rebalance_of_one_writers_bucket(store, root))}
     finally:
         store.close()
     keys, jobs = [], []
@@ -229,3 +246,20 @@ def test_the_results_are_the_expected_directories_and_rows(world):
 
 def test_one_jvm_reads_everything(world):
     assert world.jvm_starts == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_hive_reads_a_rebalanced_base_as_acid_core_does(world, mode):
+    """A rebalance gives rows new buckets and rowIds and keeps their write ids: Hive 2.3's readers see exactly the
+    rows and ROW__IDs acid_core sees in the result, the same values and write ids as before, in 3 bucket files."""
+    table = world.tables["rebalance-one-writer"]
+    assert [name.split("_v")[0] for name in table.result_names] == ["base_0000004"]
+    assert sorted(os.listdir(table.plain_dir / "base_0000004")) == [
+        "_orc_acid_version", "bucket_00000", "bucket_00001", "bucket_00002"]
+    assert hive_rows(world, "rebalance-one-writer", mode) == table.after
+
+    def values(rows):
+        return sorted((row["row__id"]["writeid"], row["id"], row["name"]) for row in rows)
+
+    assert values(table.after) == values(table.before)
+    assert {row["row__id"]["bucketid"] for row in table.after} == {encode_bucket(b) for b in range(3)}
