@@ -21,7 +21,8 @@ from acid_core.delete_events import (DeleteCursor, DeleteRegistry, Key, KeyArray
                                      valid_write_id_mask, without_deleted)
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem
-from acid_core.layout import ParsedDelta, is_hidden, parse_bucket_file, parse_original_file, side_file_name
+from acid_core.layout import (ParsedDelta, is_hidden, parse_bucket_file, parse_directory, parse_original_file,
+                              side_file_name)
 from acid_core.orc_events import (CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW, EventFile,
                                   side_file_length)
 from acid_core.rowid import encode_bucket
@@ -135,6 +136,19 @@ def source_bucket(source: InsertSource) -> int:
     """The bucket of an insert source's rows: delete events for them sit in the delete deltas' file of that bucket
     (Hive writes a delete event into the bucket of the row it deletes)."""
     return (source.synthetic.bucket_property >> 16) & 0xFFF if source.synthetic else file_bucket(source.path)
+
+
+def source_lower_bound(source: InsertSource) -> Key | None:
+    """A key no row of the source is below, known without reading it: an original file's first synthesized ROW__ID,
+    an insert delta's lowest write id (its directory name: every insert event there has originalTransaction in the
+    delta's write-id range; ACID v1 update events, which do not, are refused when read); None for a base."""
+    if source.synthetic is not None:
+        ids = source.synthetic
+        return ids.write_id, ids.bucket_property, ids.first_row_id
+    parsed = parse_directory(source.path.rstrip("/").rsplit("/", 2)[-2])
+    if isinstance(parsed, ParsedDelta) and not parsed.is_delete:
+        return parsed.min_write_id, -(2**31), -(2**63)
+    return None
 
 
 def _delete_event_count(delete_files: Sequence[EventFile]) -> int:
@@ -498,7 +512,7 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
 
     streams = [pieces(source) for source in plan.inserts]
     if order_by_row_id:
-        tables = merge_sorted(streams, KEY_COLUMNS)
+        tables = merge_sorted(streams, KEY_COLUMNS, [source_lower_bound(source) for source in plan.inserts])
         if deletes_after_merge:
             tables = _without_deleted(fs, plan, write_ids, tables, max_delete_events_in_memory)
     else:

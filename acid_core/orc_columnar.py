@@ -126,7 +126,10 @@ class EventStreamWriter:
     """
 
     def __init__(self, fs: FileSystem, destination: str, *, compression: str = "ZLIB",
-                 stripe_bytes: int = DEFAULT_STRIPE_BYTES, columns: Sequence[Column] | None = None) -> None:
+                 stripe_bytes: int = DEFAULT_STRIPE_BYTES, columns: Sequence[Column] | None = None,
+                 background: bool = False) -> None:
+        """`background`: encode on a thread of its own, for a writer that is the only one running (a compaction of
+        one bucket); where every core already runs a task, the thread would only compete with them."""
         if compression.upper() not in _COMPRESSION:
             raise SchemaMismatchError(f"compression {compression!r} is not one of {sorted(_COMPRESSION)} "
                                       "(Hive 3.1 cannot read ZSTD)")
@@ -143,8 +146,9 @@ class EventStreamWriter:
         self._pending: list[pa.Table] = []  # rows not yet handed to the ORC writer: less than one stripe
         self._pending_rows = 0
         self._stripe_rows = 0
-        # ORC encoding and compression run on one background thread (pyarrow releases the GIL), so they overlap with
+        # With `background`, ORC encoding and compression run on a thread (pyarrow releases the GIL), overlapping
         # whatever produces the events (decoding and merging the inputs); at most one stripe waits for it.
+        self._background = background
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
@@ -202,7 +206,13 @@ class EventStreamWriter:
         self._pending_rows = rest.num_rows
 
     def _submit(self, table: pa.Table) -> None:
-        """Hand whole stripes to the writing thread; waits while a stripe is already waiting (bounded memory)."""
+        """Hand whole stripes to the ORC writer (its thread: waits while a stripe is already waiting, bounded memory)."""
+        if not self._background:
+            try:
+                self._writer.write(table)
+            except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise SchemaMismatchError(f"{self.destination}: ORC cannot hold these events: {exc}") from exc
+            return
         if self._thread is None:
             self._queue = queue.Queue(maxsize=1)
             self._thread = threading.Thread(target=self._drain, name="orc-event-writer", daemon=True)

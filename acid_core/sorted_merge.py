@@ -5,8 +5,9 @@ concatenating and sorting them. Each round takes, from every input's current pie
 the pieces' last keys (a binary search per input), so at least one piece is used up per round; a round with one
 contributor passes a zero-copy slice through, one with several sorts only what it took. In the usual layout (the
 base's keys below every delta's) each piece goes through whole.
-Memory: one piece (a stripe) per input plus one round's output; time: linear in rows, plus a sort of the rounds in
-which inputs interleave.
+Inputs with a known lower bound (their directory's lowest write id) are opened only when the merge reaches it.
+Memory: one piece (a stripe) per input whose keys overlap the current ones (in the usual layout: one) plus one
+round's output; time: linear in rows, plus a sort of the rounds in which inputs interleave.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ Key = tuple[int, int, int]
 class _Head:
     """The current piece of one input, its key columns as numpy arrays, and how much of it is used."""
 
-    def __init__(self, pieces: Iterator[pa.Table], key_names: Sequence[str]) -> None:
+    def __init__(self, pieces: Iterator[pa.Table], key_names: Sequence[str], lower_bound: Key | None = None) -> None:
         self.pieces = pieces
         self.key_names = key_names
+        self.lower_bound = lower_bound
         self.table: pa.Table | None = None
         self.keys: tuple[np.ndarray, np.ndarray, np.ndarray] = ()
         self.start = 0
@@ -39,6 +41,9 @@ class _Head:
                 self.table, self.start = table, 0
                 self.keys = tuple(table.column(name).to_numpy() for name in self.key_names)
                 first = self.key(0)
+                if self.previous_last is None and self.lower_bound is not None and first < self.lower_bound:
+                    raise UnsortedEventsError(f"an input of the merge starts at key {first}, below {self.lower_bound}, "
+                                              "the lowest its directory's write ids allow")
                 if self.previous_last is not None and first < self.previous_last:
                     raise UnsortedEventsError(f"an input of the merge goes back from key {self.previous_last} to "
                                               f"{first}: events must be sorted by (originalTransaction, bucket, rowId)")
@@ -77,20 +82,37 @@ def _count_up_to(keys: tuple[np.ndarray, np.ndarray, np.ndarray], bound: Key) ->
     return int(low2 + np.searchsorted(rowid[low2:high2], bound[2], "right"))
 
 
-def merge_sorted(inputs: Iterable[Iterable[pa.Table]], key_names: Sequence[str]) -> Iterator[pa.Table]:
+def merge_sorted(inputs: Iterable[Iterable[pa.Table]], key_names: Sequence[str],
+                 lower_bounds: Sequence[Key | None] | None = None) -> Iterator[pa.Table]:
     """Tables of all inputs' rows in key order. Every input yields tables of one schema, sorted by `key_names`
     (three columns: originalTransaction, bucket, rowId) within and across its tables.
 
+    `lower_bounds[i]`, when known, is a key no row of input i is below (a delta's lowest write id, from its
+    directory name): an input is not read until the merge reaches that key, so inputs whose keys lie above the
+    others (the usual layout: base, then each delta's write ids) are read one after another, and memory is the
+    pieces of the inputs that really overlap, not one piece of every input.
+
     Raises:
-        UnsortedEventsError: an input is out of key order.
+        UnsortedEventsError: an input is out of key order, or has a row below its lower bound.
     """
-    heads = []
-    for pieces in inputs:
-        head = _Head(iter(pieces), key_names)
+    inputs = list(inputs)
+    bounds = list(lower_bounds) if lower_bounds is not None else [None] * len(inputs)
+    waiting = sorted(range(len(inputs)), key=lambda i: (bounds[i] is not None, bounds[i] or (0, 0, 0)), reverse=True)
+    heads: list[_Head] = []
+
+    def start(index: int) -> None:
+        head = _Head(iter(inputs[index]), key_names, bounds[index])
         if head.advance():
             heads.append(head)
-    while heads:
+
+    while heads or waiting:
+        if not heads:
+            start(waiting.pop())
+            continue
         bound = min(head.previous_last for head in heads)  # the smallest last key of the current pieces
+        if waiting and (bounds[waiting[-1]] is None or bounds[waiting[-1]] <= bound):
+            start(waiting.pop())  # it may hold keys up to `bound`: it joins before anything up to there is taken
+            continue
         taken = [(head, piece) for head in heads for piece in [head.take_up_to(bound)] if piece is not None]
         if len(taken) == 1:
             yield taken[0][1]

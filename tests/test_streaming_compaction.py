@@ -38,17 +38,22 @@ def _pieces(keys: list[tuple], source: int, rng: random.Random) -> list[pa.Table
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_merge_sorted_yields_every_row_once_in_key_order(seed):
+@pytest.mark.parametrize("with_bounds", [False, True], ids=["no-bounds", "lower-bounds"])
+def test_merge_sorted_yields_every_row_once_in_key_order(seed, with_bounds):
+    """With lower bounds (at or below each input's first key, or unknown), inputs open late; the result is the same."""
     rng = random.Random(seed)
     used: set[tuple] = set()
-    inputs, expected = [], []
+    inputs, expected, bounds = [], [], []
     for source in range(rng.randint(1, 6)):
         keys = sorted({(rng.randint(0, 4), rng.randint(0, 2), rng.randint(0, 500)) for _ in range(rng.randint(0, 80))}
                       - used)
         used.update(keys)
         expected.extend((key, source) for key in keys)
         inputs.append(_pieces(keys, source, rng))
-    merged = pa.concat_tables(list(merge_sorted(inputs, KEYS)) or [SCHEMA.empty_table()])
+        choice = rng.randint(0, 2)
+        bounds.append(None if not keys or choice == 0 else keys[0] if choice == 1 else (keys[0][0], -1, -1))
+    merged = pa.concat_tables(list(merge_sorted(inputs, KEYS, bounds if with_bounds else None))
+                              or [SCHEMA.empty_table()])
     got = list(zip(zip(*(merged.column(name).to_pylist() for name in KEYS)), merged.column("source").to_pylist()))
     assert got == sorted(expected)
 
@@ -59,6 +64,30 @@ def test_merge_sorted_passes_non_overlapping_inputs_through_whole():
     out = list(merge_sorted([base, *deltas], KEYS))
     assert [t.num_rows for t in out] == [2, 1, 1] and out[0] is not None
     assert [t.column("o").to_pylist() for t in out] == [[1, 1], [2], [3]]
+
+
+def test_merge_sorted_opens_an_input_only_when_it_reaches_its_lower_bound():
+    """Base, then deltas of write ids 2 and 3: each delta is read only once the merge has passed the rows below it,
+    so at any time one input's piece is held."""
+    opened: list[int] = []
+
+    def stream(write_id: int, count: int):
+        opened.append(write_id)
+        for start in range(0, count, 2):
+            yield pa.table({"o": [write_id] * 2, "b": [0, 0], "r": [start, start + 1], "source": [write_id] * 2},
+                           schema=SCHEMA)
+
+    seen = []
+    for table in merge_sorted([stream(1, 6), stream(3, 2), stream(2, 2)], KEYS, [None, (3, -1, -1), (2, -1, -1)]):
+        seen.append((tuple(opened), table.column("o").to_pylist()))
+    assert seen == [((1,), [1, 1]), ((1,), [1, 1]), ((1,), [1, 1]), ((1, 2), [2, 2]), ((1, 2, 3), [3, 3])]
+
+
+def test_merge_sorted_refuses_an_input_below_its_lower_bound():
+    inputs = [[pa.table({"o": [1], "b": [0], "r": [0], "source": [0]}, schema=SCHEMA)],
+              [pa.table({"o": [2], "b": [0], "r": [0], "source": [1]}, schema=SCHEMA)]]
+    with pytest.raises(UnsortedEventsError, match=r"starts at key \(2, 0, 0\), below \(3, -1, -1\)"):
+        list(merge_sorted(inputs, KEYS, [None, (3, -1, -1)]))
 
 
 def test_merge_sorted_refuses_an_input_out_of_order():
@@ -75,10 +104,11 @@ def _events(first_row: int, count: int, *, write_id: int = 1) -> pa.Table:
     return event_table(0, np.full(count, write_id), np.full(count, 536870912), ids, np.full(count, write_id), rows)
 
 
-def test_the_stream_writer_writes_batches_as_one_file_with_hive_metadata(tmp_path):
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "writer-thread"])
+def test_the_stream_writer_writes_batches_as_one_file_with_hive_metadata(tmp_path, background):
     fs = FileSystem()
     path = tmp_path / "bucket_00000"
-    with EventStreamWriter(fs, str(path), stripe_bytes=64 * 1024) as writer:
+    with EventStreamWriter(fs, str(path), stripe_bytes=64 * 1024, background=background) as writer:
         for start in range(0, 150_000, 40_000):
             writer.write(_events(start, min(40_000, 150_000 - start)))
             assert not path.exists()  # nothing visible before close
@@ -120,7 +150,7 @@ def test_an_orc_write_failing_on_the_writer_thread_surfaces_and_leaves_nothing(t
 
     monkeypatch.setattr(pa_orc.ORCWriter, "write", refuse)  # a fault ORC cannot be made to raise on demand
     with pytest.raises(SchemaMismatchError, match="ORC cannot hold these events: no such ORC type"):
-        with EventStreamWriter(fs, str(path), stripe_bytes=64 * 1024) as writer:
+        with EventStreamWriter(fs, str(path), stripe_bytes=64 * 1024, background=True) as writer:
             for start in range(0, 100_000, 10_000):
                 writer.write(_events(start, 10_000))
             writer.close()

@@ -25,7 +25,7 @@ from acid_core.compaction.plan import BucketWork, CompactionPlan
 from acid_core.delete_events import DeleteCursor, valid_write_id_mask, without_deleted
 from acid_core.fs import FileSystem
 from acid_core.layout import bucket_file_name
-from acid_core.merge import KEY_COLUMNS, ReadPlan, SnapshotReader, conform_columns
+from acid_core.merge import KEY_COLUMNS, ReadPlan, SnapshotReader, conform_columns, source_lower_bound
 from acid_core.rowid import encode_bucket
 from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
 from acid_core.orc_events import (CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, AcidStats,
@@ -57,7 +57,10 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
         for piece in reader.stream(source, after=work.after, up_to=work.up_to):
             yield _declared_types(conform_columns(piece, names, source.path), row_type)
 
-    merged = merge_sorted([conformed(source) for source in work.inserts], KEY_COLUMNS)
+    bounds = [source_lower_bound(source) for source in work.inserts]
+    if work.after is not None:  # a rebalance task's rows all lie above `after`
+        bounds = [work.after if bound is None else max(bound, work.after) for bound in bounds]
+    merged = merge_sorted([conformed(source) for source in work.inserts], KEY_COLUMNS, bounds)
     if not apply_deletes or not work.deletes:
         return merged
     cursors = [DeleteCursor(EventFile(fs, source.path), write_ids, check_validity=source.check_validity,
@@ -86,7 +89,7 @@ def _write_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final:
         for table in events:
             if writer is None:
                 writer = EventStreamWriter(fs, path, compression=plan.compression, stripe_bytes=plan.stripe_bytes,
-                                           columns=plan.columns)
+                                           columns=plan.columns, background=len(plan.buckets) == 1)
             writer.write(table)
         return writer.close() if writer is not None else None
     except BaseException:
