@@ -270,6 +270,15 @@ def compaction_staging_name(final: str, compaction_id: int) -> str:
     return f".{final}.tmp-c{compaction_id}"
 
 
+COMPACTION_PARTS_DIR = ".parts"  # inside a compaction's hidden result directory: the key-range parts of a bucket
+
+
+def compaction_part_name(bucket: int, part: int) -> str:
+    """`bucket_NNNNN-PPPPP`: part `part` (in key order) of bucket `bucket`, in the result's hidden `.parts` directory,
+    before the parts are concatenated into the bucket's one file."""
+    return f"{bucket_file_name(bucket)}-{part:05d}"
+
+
 def is_hidden(name: str) -> bool:
     """Hive's hiddenFileFilter: names starting with `_` or `.` are not data."""
     return name.startswith("_") or name.startswith(".")

@@ -19,11 +19,16 @@ from acid_core.errors import AcidError
 from acid_core.metastore import Metastore
 
 
-class SparkRunner:
-    """Runs the bucket tasks of a plan as one Spark job (one partition per bucket)."""
+SPLIT_ROWS = 8_000_000  # a major compaction's bucket of more rows is split into parts of about this many, one task each
 
-    def __init__(self, spark) -> None:
+
+class SparkRunner:
+    """Runs the tasks of a plan as one Spark job (one partition per task: a bucket, a rebalance's key interval or a
+    part of a split bucket). `split_rows` (None: never split) is read by the worker when it plans."""
+
+    def __init__(self, spark, *, split_rows: int | None = SPLIT_ROWS) -> None:
         self.spark = spark
+        self.split_rows = split_rows
 
     def __call__(self, plan: CompactionPlan):
         if not plan.buckets:

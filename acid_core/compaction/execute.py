@@ -24,12 +24,13 @@ from acid_core.compaction.codes import CompactionType
 from acid_core.compaction.plan import BucketWork, CompactionPlan
 from acid_core.delete_events import DeleteCursor, valid_write_id_mask, without_deleted
 from acid_core.fs import FileSystem
-from acid_core.layout import bucket_file_name
+from acid_core.layout import COMPACTION_PARTS_DIR, bucket_file_name, compaction_part_name
 from acid_core.merge import KEY_COLUMNS, ReadPlan, SnapshotReader, conform_columns, source_lower_bound
 from acid_core.rowid import encode_bucket
 from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
-from acid_core.orc_events import (CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, AcidStats,
-                                  EventFile)
+from acid_core.orc_concat import concatenate
+from acid_core.orc_events import (ACID_VERSION, CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS,
+                                  KEY_INDEX_KEY, STATS_KEY, VERSION_KEY, AcidStats, EventFile)
 from acid_core.sorted_merge import merge_sorted
 from acid_core.types import arrow_struct
 
@@ -83,7 +84,10 @@ def _write_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final:
                   events: Iterator[pa.Table]) -> AcidStats | None:
     """Write event tables as they come into the bucket's file of result directory `final`; no file (None) when
     there are none."""
-    path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
+    if work.part is None:
+        path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
+    else:
+        path = fs.join(plan.temp_dir(final), COMPACTION_PARTS_DIR, compaction_part_name(work.bucket, work.part))
     writer = None
     try:
         for table in events:
@@ -181,3 +185,30 @@ def run_bucket(plan: CompactionPlan, work: BucketWork) -> BucketResult:
     if delete_output and work.deletes:
         deleted = _write_deletes(fs, plan, work, delete_output)
     return BucketResult(work.bucket, inserted, deleted)
+
+
+def join_parts(fs: FileSystem, plan: CompactionPlan) -> None:
+    """After the tasks of a split major compaction: concatenate each bucket's parts, in key order, stripe by stripe
+    into the bucket's one file, with the user metadata of one file (`hive.acid.key.index`: the parts' entries in
+    order; `hive.acid.stats`: their sums), then remove the parts. A part no row survived in wrote no file.
+    Memory: a copy buffer; time: one pass over the parts' bytes (the driver's, once per split bucket)."""
+    split = sorted({work.bucket for work in plan.buckets if work.part is not None})
+    if not split:
+        return
+    final = plan.outputs[0][0]
+    parts_dir = fs.join(plan.temp_dir(final), COMPACTION_PARTS_DIR)
+    present = {entry.name for entry in fs.list_dir(parts_dir, missing_ok=True)}
+    for bucket in split:
+        names = [compaction_part_name(bucket, work.part) for work in plan.buckets
+                 if work.bucket == bucket and work.part is not None]
+        paths = [fs.join(parts_dir, name) for name in sorted(n for n in names if n in present)]
+        if not paths:
+            continue
+        files = [EventFile(fs, path) for path in paths]
+        stats = [f.stats for f in files]
+        metadata = {KEY_INDEX_KEY: "".join(f.user_metadata.get(KEY_INDEX_KEY, "") for f in files).encode(),
+                    STATS_KEY: AcidStats(sum(s.inserts for s in stats), sum(s.updates for s in stats),
+                                         sum(s.deletes for s in stats)).serialize(),
+                    VERSION_KEY: ACID_VERSION.encode()}
+        concatenate(fs, paths, fs.join(plan.temp_dir(final), bucket_file_name(bucket)), user_metadata=metadata)
+    fs.delete_dir(parts_dir)

@@ -33,16 +33,21 @@ from acid_core.state import DirectoryState
 from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList
 
 
+MAX_SPLIT_PARTS = 256  # parts of one bucket's split major compaction
+
+
 @dataclass(frozen=True, slots=True)
 class BucketWork:
     """The files of one bucket a compaction task reads; a rebalance task reads every file of the partition and
-    writes bucket `bucket` from the rows whose key is in (after, up_to] (None: unbounded)."""
+    writes bucket `bucket` from the rows whose key is in (after, up_to] (None: unbounded); a part of a split major
+    compaction reads its bucket's files and writes the rows of its key interval as part `part` of the bucket."""
 
     bucket: int
     inserts: tuple[InsertSource, ...]
     deletes: tuple[DeleteSource, ...]
     after: Key | None = None
     up_to: Key | None = None
+    part: int | None = None  # a split major compaction's part of the bucket (key order), concatenated afterwards
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +122,12 @@ def output_names(state: DirectoryState, kind: CompactionType, write_ids: ValidWr
 def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kind: CompactionType,
                columns: tuple[Column, ...], write_ids: ValidCompactorWriteIdList, txn_id: int,
                compression: str = "ZLIB", stripe_bytes: int = DEFAULT_STRIPE_BYTES,
-               number_of_buckets: int | None = None) -> CompactionPlan:
+               number_of_buckets: int | None = None, split_rows: int | None = None) -> CompactionPlan:
     """Group the snapshot's files by bucket (the file name's bucket number, as Hive's compactor splits its work); a
-    rebalance splits them by key interval into `number_of_buckets` tasks instead."""
+    rebalance splits them by key interval into `number_of_buckets` tasks instead. With `split_rows`, a major
+    compaction's bucket of more rows than that is split by key interval into parts of about that many rows, one task
+    each; the parts are concatenated stripe by stripe into the bucket's file afterwards (`execute.join_parts`), so
+    every ROW__ID and the one file per bucket stay as they are."""
     if kind is CompactionType.MINOR:  # a minor compaction merges deltas only; the base and originals stay
         state = dataclasses.replace(state, base=None, original_files=())
     read = plan_read(fs, state, write_ids)
@@ -131,12 +139,29 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
             buckets.setdefault(source_bucket(source), ([], []))[0].append(source)
         for source in read.deletes:
             buckets.setdefault(file_bucket(source.path), ([], []))[1].append(source)
-        works = tuple(BucketWork(b, tuple(i), tuple(d)) for b, (i, d) in sorted(buckets.items()))
+        works = tuple(work for b, (i, d) in sorted(buckets.items())
+                      for work in _split(fs, BucketWork(b, tuple(i), tuple(d)),
+                                         split_rows if kind is CompactionType.MAJOR else None))
     names = output_names(state, kind, write_ids, txn_id)
     return CompactionPlan(
         compaction_id=compaction_id, kind=kind, location=state.location, columns=columns, write_ids=str(write_ids),
         compactor_txn_id=txn_id, outputs=tuple((name, temp_name(name, compaction_id)) for name in names),
         buckets=works, compression=compression, stripe_bytes=stripe_bytes)
+
+
+def _split(fs: FileSystem, work: BucketWork, split_rows: int | None) -> list[BucketWork]:
+    """A bucket's work, or its parts by key interval when it has more than `split_rows` rows (footers only)."""
+    if not split_rows:
+        return [work]
+    rows = sum(EventFile(fs, s.path, length=s.length).num_rows for s in work.inserts
+               if s.synthetic is None and s.length != 0)
+    if rows <= split_rows:
+        return [work]
+    bounds = split_keys(fs, work.inserts, min(-(-rows // split_rows), MAX_SPLIT_PARTS))
+    if not bounds:
+        return [work]
+    edges: list[Key | None] = [None, *bounds, None]
+    return [dataclasses.replace(work, after=edges[k], up_to=edges[k + 1], part=k) for k in range(len(edges) - 1)]
 
 
 def rebalance_works(fs: FileSystem, read: ReadPlan, number_of_buckets: int | None) -> tuple[BucketWork, ...]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from acid_core.compaction.attempt import Result, before_run
-from acid_core.compaction.execute import BucketResult, run_bucket
+from acid_core.compaction.execute import BucketResult, join_parts, run_bucket
 from acid_core.compaction.plan import (CompactionPlan, build_plan, enough_to_compact, is_leftover_of,
                                        is_output_of_attempt)
 from acid_core.errors import AcidError, CompactionStateError, UsageError
@@ -32,6 +32,8 @@ from acid_core.metastore.txns import TxnType, full_table_name
 from acid_core.state import get_acid_state
 from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 
+# Runs a plan's bucket tasks. A runner with a `split_rows` attribute gets a major compaction's bucket of more rows
+# than that split into key-interval parts, one task each (SparkRunner: its tasks run at once); local_runner has none.
 Runner = Callable[[CompactionPlan], Sequence[BucketResult]]
 REFUSED_MESSAGE = "None of the compaction thresholds met, compaction request is refused!"  # Hive's text
 
@@ -174,10 +176,12 @@ class CompactionWorker:
             return Outcome(info.id, Result.REFUSED.value, REFUSED_MESSAGE)
         plan = build_plan(fs, state, compaction_id=info.id, kind=info.type, columns=table.columns, write_ids=write_ids,
                           txn_id=txn_id, compression=(table.param("orc.compress") or "ZLIB").upper(),
-                          stripe_bytes=stripe_size(table), number_of_buckets=info.number_of_buckets)
+                          stripe_bytes=stripe_size(table), number_of_buckets=info.number_of_buckets,
+                          split_rows=getattr(self.runner, "split_rows", None))
         for _, temp in plan.outputs:
             fs.make_dirs(fs.join(location, temp))
         results = self.runner(plan)
+        join_parts(fs, plan)
         for _, temp in plan.outputs:
             fs.write_atomically(fs.join(location, temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
         for final, temp in plan.outputs:
@@ -186,8 +190,10 @@ class CompactionWorker:
         store.txns.commit(txn_id)
         inserts, deletes = sum(r.inserts for r in results), sum(r.deletes for r in results)
         written = ", ".join(final for final, _ in plan.outputs)
+        buckets = len({work.bucket for work in plan.buckets})
+        tasks = f" ({len(plan.buckets)} tasks)" if len(plan.buckets) != buckets else ""
         return Outcome(info.id, Result.COMPACTED.value, f"{info.type.display.lower()} compaction {info.id} wrote "
-                       f"{written}: {inserts} insert and {deletes} delete events in {len(plan.buckets)} buckets",
+                       f"{written}: {inserts} insert and {deletes} delete events in {buckets} buckets{tasks}",
                        inserts, deletes)
 
     @staticmethod

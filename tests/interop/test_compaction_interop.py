@@ -21,6 +21,7 @@ import pyarrow.orc as pa_orc
 import pytest
 
 from acid_core.bucketing import bucket_function
+from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.layout import parse_directory
 from acid_core.merge import read_snapshot
@@ -73,14 +74,25 @@ def _row_ids(store: Metastore, table: str, ids: list[int]) -> list[RowId]:
     return [RowId(by_id[i]["writeid"], by_id[i]["bucketid"], by_id[i]["rowid"]) for i in ids]
 
 
+class _SplitRunner:
+    """The in-process runner, with a major compaction's bucket of over `split_rows` rows split into parts."""
+
+    def __init__(self, split_rows: int) -> None:
+        self.split_rows = split_rows
+
+    def __call__(self, plan):
+        assert len(plan.buckets) > 1, "the bucket was not split"
+        return [run_bucket(plan, work) for work in plan.buckets]
+
+
 def _compact(store: Metastore, root: Path, key: str, table: str, kind: CompactionType,
-             buckets: int | None = None) -> Compacted:
+             buckets: int | None = None, runner=None) -> Compacted:
     before = _rows(store, table)
     location = Path(store.catalog.get_table("default", table).location)
     before_dir = root / "before" / key
     shutil.copytree(location, before_dir)
     enqueued = store.compactions.enqueue("default", table, None, kind, number_of_buckets=buckets)
-    outcome = CompactionWorker(store).run(enqueued.compaction_id)
+    outcome = (CompactionWorker(store, runner=runner) if runner else CompactionWorker(store)).run(enqueued.compaction_id)
     assert outcome.result == "compacted", outcome.message
     txn_id = store.compactions.get(enqueued.compaction_id).txn_id
     results = tuple(sorted(name for name in os.listdir(location) if name.endswith(f"_v{txn_id:07d}")))
@@ -160,6 +172,18 @@ def rebalance_of_one_writers_bucket(store: Metastore, root: Path) -> Compacted:
     return _compact(store, root, "rebalance-one-writer", "one_writer", CompactionType.REBALANCE, buckets=3)
 
 
+def split_major_of_one_writers_bucket(store: Metastore, root: Path) -> Compacted:
+    """A major compaction whose one bucket is split into 4 key-range parts, concatenated stripe by stripe."""
+    info = store.catalog.create_table("default", "split", COLUMNS, params={"transactional": "true"})
+    writer = EmbeddedWriter(info.location, columns=info.columns)
+    _commit(store, "split", Operation.INSERT, lambda w: writer.insert([(i, f"r{i}") for i in range(400)], write_id=w))
+    _commit(store, "split", Operation.INSERT, lambda w: writer.insert([(i, f"s{i}") for i in range(400, 500)],
+                                                                       write_id=w))
+    doomed = _row_ids(store, "split", list(range(0, 500, 9)))
+    _commit(store, "split", Operation.DELETE, lambda w: writer.delete(doomed, write_id=w))
+    return _compact(store, root, "major-split", "split", CompactionType.MAJOR, runner=_SplitRunner(120))
+
+
 @dataclass
 class World:
     tables: dict[str, Compacted]
@@ -178,7 +202,8 @@ def world(hive: HiveHarness, tmp_path_factory) -> World:
         tables = {table.key: table for table in (major_of_a_bucketed_table(store, root),
                                                  minor_of_an_unbucketed_table_with_two_writers(store, root),
                                                  major_of_original_files(store, root),
-                                                 rebalance_of_one_writers_bucket(store, root))}
+                                                 rebalance_of_one_writers_bucket(store, root),
+                                                 split_major_of_one_writers_bucket(store, root))}
     finally:
         store.close()
     keys, jobs = [], []
@@ -199,7 +224,7 @@ def hive_rows(world: World, key: str, mode: str) -> list[dict]:
     return sort_rows(outcome["result"])
 
 
-@pytest.mark.parametrize("key", ["major-bucketed", "minor-two-writers", "major-originals"])
+@pytest.mark.parametrize("key", ["major-bucketed", "minor-two-writers", "major-originals", "major-split"])
 @pytest.mark.parametrize("mode", MODES)
 def test_compaction_results_read_the_same_in_hive_and_acid_core(world, key, mode):
     table = world.tables[key]
@@ -209,7 +234,7 @@ def test_compaction_results_read_the_same_in_hive_and_acid_core(world, key, mode
     assert hive_rows(world, key, mode) == table.after
 
 
-@pytest.mark.parametrize("key", ["major-bucketed", "minor-two-writers"])
+@pytest.mark.parametrize("key", ["major-bucketed", "minor-two-writers", "major-split"])
 @pytest.mark.parametrize("mode", MODES)
 def test_hive_reads_the_same_rows_before_and_after_the_compaction(world, key, mode):
     """Independent of acid_core's reader: Hive's own view of the uncompacted directories equals its view of the

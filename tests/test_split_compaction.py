@@ -1,0 +1,85 @@
+"""A major compaction of one big bucket split into key-interval parts (one task each) and the parts concatenated
+stripe by stripe into the bucket's one file (acid_core/orc_concat.py): the same events, ROW__IDs, user metadata and
+readers' rows as the one-task compaction; a part no row survived in writes nothing."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow.orc as pa_orc
+import pyorc
+import pytest
+
+from acid_core.compaction.execute import run_bucket
+from acid_core.compaction.worker import CompactionWorker
+from acid_core.errors import SchemaMismatchError
+from acid_core.fs import FileSystem
+from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.txns import Operation
+from acid_core.orc_concat import concatenate
+from test_compaction import check_result_directory, directories, make_table, read_rows, write_history
+from test_compaction import store as compaction_store
+
+store = compaction_store
+
+
+class SplitRunner:
+    """The in-process runner, with the worker told to split buckets of more than `split_rows` rows."""
+
+    def __init__(self, split_rows: int) -> None:
+        self.split_rows = split_rows
+        self.tasks = 0
+
+    def __call__(self, plan):
+        self.tasks = len(plan.buckets)
+        return [run_bucket(plan, work) for work in plan.buckets]
+
+
+def filled(store, name: str, *, delete_all_of_the_middle: bool = False):
+    table = make_table(store, name, stripe_rows=200)
+    write_history(table, None)
+    with table.transaction() as txn:
+        txn.insert([(i, f"big{i}") for i in range(1000, 9000)])
+    with table.transaction(operation=Operation.DELETE) as txn:
+        txn.delete([i for i in range(1000, 9000) if i % 7 == 0 or (delete_all_of_the_middle and 3000 <= i < 7000)])
+    return table
+
+
+def base_file(table) -> str:
+    (base,) = [d for d in directories(table.location()) if d.startswith("base_")]
+    return os.path.join(table.location(), base, "bucket_00000")
+
+
+@pytest.mark.parametrize("middle_deleted", [False, True], ids=["every-part-writes", "empty-middle-parts"])
+def test_a_split_major_writes_the_same_file_as_one_task(store, middle_deleted):
+    whole, split = (filled(store, name, delete_all_of_the_middle=middle_deleted) for name in ("whole", "split"))
+    before = read_rows(split)
+    runner = SplitRunner(split_rows=1500)
+    for table, worker in ((whole, CompactionWorker(store)), (split, CompactionWorker(store, runner=runner))):
+        queued = store.compactions.enqueue("default", table.info.name, None, CompactionType.MAJOR)
+        outcome = worker.run(queued.compaction_id)
+        assert outcome.result == "compacted", outcome.message
+    assert runner.tasks >= 4 and f"in 1 buckets ({runner.tasks} tasks)" in outcome.message
+    assert read_rows(split) == before == read_rows(whole)
+    one, parts = pa_orc.ORCFile(base_file(whole)), pa_orc.ORCFile(base_file(split))
+    assert parts.read().equals(one.read())  # every event and ROW__ID, in key order
+    assert parts.nstripes >= runner.tasks - (4 if middle_deleted else 0)
+    check_result_directory(os.path.dirname(base_file(split)), operation=0)  # key index per stripe, stats, version
+    assert sorted(os.listdir(os.path.dirname(base_file(split)))) == ["_orc_acid_version", "bucket_00000"]
+    with open(base_file(split), "rb") as stream:
+        reader = pyorc.Reader(stream)
+        assert len(reader) == len(before) and sum(1 for _ in reader) == len(before)
+
+
+def test_concatenating_files_of_different_schemas_is_refused_and_writes_nothing(tmp_path):
+    import pyarrow as pa
+
+    fs = FileSystem()
+    pa_orc.write_table(pa.table({"a": [1, 2]}), str(tmp_path / "one"))
+    pa_orc.write_table(pa.table({"b": ["x"]}), str(tmp_path / "two"))
+    with pytest.raises(SchemaMismatchError, match="differ in schema or compression"):
+        concatenate(fs, [str(tmp_path / "one"), str(tmp_path / "two")], str(tmp_path / "out"), user_metadata={})
+    assert not (tmp_path / "out").exists()
+    concatenate(fs, [str(tmp_path / "one"), str(tmp_path / "one")], str(tmp_path / "out"), user_metadata={"k": b"v"})
+    joined = pa_orc.ORCFile(str(tmp_path / "out"))
+    assert joined.read().column("a").to_pylist() == [1, 2, 1, 2] and joined.metadata == {b"k": b"v"}
