@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -144,6 +145,7 @@ def timings(spark, store: Metastore, worker, table: str, scratch: Path, repeats:
     pristine = store.catalog.get_table("default", table).location
     plain = scratch / "plain-surviving.orc"
     samples: dict[str, list[float]] = {}
+    messages: dict[str, str] = {}
     copies = 0
 
     def compaction(kind: CompactionType, buckets: int | None, runner=worker) -> float:
@@ -159,6 +161,7 @@ def timings(spark, store: Metastore, worker, table: str, scratch: Path, repeats:
         outcome = runner.run(compaction_id)
         seconds = time.perf_counter() - start
         assert outcome.result == "compacted" and outcome.inserts == built["surviving"], outcome
+        messages[kind.name.lower() + ("" if runner is worker else " one task")] = outcome.message
         shutil.rmtree(scratch / name)
         return seconds
 
@@ -185,11 +188,9 @@ def timings(spark, store: Metastore, worker, table: str, scratch: Path, repeats:
             seconds = step()
             if round_:
                 samples.setdefault(key, []).append(seconds)
-    from spark_jobs.compact import SPLIT_ROWS
-
-    tasks = -(-(built["surviving"] * 10 // 9) // SPLIT_ROWS)  # the rows read (before deletes) / split rows
-    return {key: statistics.median(values) for key, values in samples.items()} | {"samples": samples,
-                                                                                   "tasks": tasks}
+    tasks = re.search(r"\((\d+) tasks\)", messages["major"])
+    return {key: statistics.median(values) for key, values in samples.items()} | {
+        "samples": samples, "tasks": int(tasks.group(1)) if tasks else 1}
 
 
 def run_child(kind: str, url: str, warehouse: str, table: str, scratch: Path, repeats: int = 0) -> dict:

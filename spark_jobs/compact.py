@@ -30,6 +30,11 @@ class SparkRunner:
         self.spark = spark
         self.split_rows = split_rows
 
+    @property
+    def parallelism(self) -> int:
+        """How many tasks run at once (Spark's default parallelism: the cores of the executors)."""
+        return max(1, self.spark.sparkContext.defaultParallelism)
+
     def __call__(self, plan: CompactionPlan):
         if not plan.buckets:
             return []

@@ -122,7 +122,8 @@ def output_names(state: DirectoryState, kind: CompactionType, write_ids: ValidWr
 def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kind: CompactionType,
                columns: tuple[Column, ...], write_ids: ValidCompactorWriteIdList, txn_id: int,
                compression: str = "ZLIB", stripe_bytes: int = DEFAULT_STRIPE_BYTES,
-               number_of_buckets: int | None = None, split_rows: int | None = None) -> CompactionPlan:
+               number_of_buckets: int | None = None, split_rows: int | None = None,
+               parallelism: int = 1) -> CompactionPlan:
     """Group the snapshot's files by bucket (the file name's bucket number, as Hive's compactor splits its work); a
     rebalance splits them by key interval into `number_of_buckets` tasks instead. With `split_rows`, a major
     compaction's bucket of more rows than that is split by key interval into parts of about that many rows, one task
@@ -141,7 +142,7 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
             buckets.setdefault(file_bucket(source.path), ([], []))[1].append(source)
         works = tuple(work for b, (i, d) in sorted(buckets.items())
                       for work in _split(fs, BucketWork(b, tuple(i), tuple(d)),
-                                         split_rows if kind is CompactionType.MAJOR else None))
+                                         split_rows if kind is CompactionType.MAJOR else None, max(1, parallelism)))
     names = output_names(state, kind, write_ids, txn_id)
     return CompactionPlan(
         compaction_id=compaction_id, kind=kind, location=state.location, columns=columns, write_ids=str(write_ids),
@@ -149,15 +150,19 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
         buckets=works, compression=compression, stripe_bytes=stripe_bytes)
 
 
-def _split(fs: FileSystem, work: BucketWork, split_rows: int | None) -> list[BucketWork]:
-    """A bucket's work, or its parts by key interval when it has more than `split_rows` rows (footers only)."""
+def _split(fs: FileSystem, work: BucketWork, split_rows: int | None, parallelism: int) -> list[BucketWork]:
+    """A bucket's work, or its parts by key interval when it has more than `split_rows` rows (footers only): about
+    `split_rows` rows each, as many as a multiple of `parallelism` (the tasks that run at once), so that no part runs
+    alone at the end."""
     if not split_rows:
         return [work]
     rows = sum(EventFile(fs, s.path, length=s.length).num_rows for s in work.inserts
                if s.synthetic is None and s.length != 0)
     if rows <= split_rows:
         return [work]
-    bounds = split_keys(fs, work.inserts, min(-(-rows // split_rows), MAX_SPLIT_PARTS))
+    parts = -(-rows // split_rows)
+    parts = min(-(-parts // parallelism) * parallelism, MAX_SPLIT_PARTS)
+    bounds = split_keys(fs, work.inserts, parts)
     if not bounds:
         return [work]
     edges: list[Key | None] = [None, *bounds, None]
@@ -180,10 +185,10 @@ def rebalance_works(fs: FileSystem, read: ReadPlan, number_of_buckets: int | Non
 def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> list[Key]:
     """Up to parts-1 increasing keys that cut the sources' rows into about equal parts.
 
-    Cut points come from each stripe's last key (`hive.acid.key.index`); a stripe bigger than a sixteenth of a part
-    also gives keys from inside it (its three key columns are read, a stripe at a time). Files without an index
-    (originals, some writers') count for no cut. Memory: one stripe's keys; time: footers, plus the key columns of
-    the big stripes when there are fewer stripes than cuts need.
+    Cut points come from each stripe's last key (`hive.acid.key.index`); a stripe bigger than a quarter of a part
+    also gives keys from inside it (its three key columns are read, a stripe at a time), so parts stay within about
+    a quarter of a part of each other. Files without an index (originals, some writers') count for no cut.
+    Memory: one stripe's keys; time: footers, plus the key columns of the stripes bigger than that.
     """
     files = []
     for source in sources:
@@ -194,7 +199,7 @@ def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> l
     total = sum(f.num_rows for f in files)
     if parts < 2 or not total:
         return []
-    step = max(1, total // (parts * 16))
+    step = max(1, total // (parts * 8))
     marks: list[tuple[Key, int]] = []
     for event_file in files:
         ends = event_file.key_index()

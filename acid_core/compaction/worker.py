@@ -33,7 +33,8 @@ from acid_core.state import get_acid_state
 from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 
 # Runs a plan's bucket tasks. A runner with a `split_rows` attribute gets a major compaction's bucket of more rows
-# than that split into key-interval parts, one task each (SparkRunner: its tasks run at once); local_runner has none.
+# than that split into key-interval parts, one task each, as many as a multiple of its `parallelism` (SparkRunner:
+# its tasks run at once); local_runner has neither.
 Runner = Callable[[CompactionPlan], Sequence[BucketResult]]
 REFUSED_MESSAGE = "None of the compaction thresholds met, compaction request is refused!"  # Hive's text
 
@@ -177,7 +178,8 @@ class CompactionWorker:
         plan = build_plan(fs, state, compaction_id=info.id, kind=info.type, columns=table.columns, write_ids=write_ids,
                           txn_id=txn_id, compression=(table.param("orc.compress") or "ZLIB").upper(),
                           stripe_bytes=stripe_size(table), number_of_buckets=info.number_of_buckets,
-                          split_rows=getattr(self.runner, "split_rows", None))
+                          split_rows=getattr(self.runner, "split_rows", None),
+                          parallelism=getattr(self.runner, "parallelism", 1))
         for _, temp in plan.outputs:
             fs.make_dirs(fs.join(location, temp))
         results = self.runner(plan)
