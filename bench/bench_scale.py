@@ -17,7 +17,8 @@ Printed, side by side:
   (`spark.read.orc(f).write.orc(...)`, ZLIB) of a plain file holding exactly the surviving rows    goal <= 1.1x;
 - at 32M: the speed-up on local[2] of that split major compaction over the same compaction in one task (the
   bucket not split)                                                                         goal >= 1.6x;
-  and a rebalance into 4 buckets, for comparison.
+  the split's parts run one after another in one task (the same work on one core) vs at once; and a rebalance into
+  4 buckets, for comparison.
 Timings are medians of `--repeats` interleaved runs in one Spark application (JVM start-up not counted), each on a
 fresh copy of the table (copying not timed). The load average before and after is printed: the machine is shared.
 
@@ -161,7 +162,8 @@ def timings(spark, store: Metastore, worker, table: str, scratch: Path, repeats:
         outcome = runner.run(compaction_id)
         seconds = time.perf_counter() - start
         assert outcome.result == "compacted" and outcome.inserts == built["surviving"], outcome
-        messages[kind.name.lower() + ("" if runner is worker else " one task")] = outcome.message
+        if runner is worker:
+            messages[kind.name.lower()] = outcome.message
         shutil.rmtree(scratch / name)
         return seconds
 
@@ -179,8 +181,10 @@ def timings(spark, store: Metastore, worker, table: str, scratch: Path, repeats:
     from spark_jobs.compact import SparkRunner
 
     one_task = CompactionWorker(store, worker_id="bench-one-task", runner=SparkRunner(spark, split_rows=None))
+    parts_in_one_task = CompactionWorker(store, worker_id="bench-parts-in-one-task", runner=PartsInOneTask(spark))
     steps = {"major": lambda: compaction(CompactionType.MAJOR, None),
              "major one task": lambda: compaction(CompactionType.MAJOR, None, one_task),
+             "major parts in one task": lambda: compaction(CompactionType.MAJOR, None, parts_in_one_task),
              "plain rewrite": rewrite,
              "rebalance": lambda: compaction(CompactionType.REBALANCE, REBALANCE_BUCKETS)}
     for round_ in range(repeats + 1):
@@ -191,6 +195,23 @@ def timings(spark, store: Metastore, worker, table: str, scratch: Path, repeats:
     tasks = re.search(r"\((\d+) tasks\)", messages["major"])
     return {key: statistics.median(values) for key, values in samples.items()} | {
         "samples": samples, "tasks": int(tasks.group(1)) if tasks else 1}
+
+
+class PartsInOneTask:
+    """The split major compaction's parts, planned as on local[2], run one after another in one Spark task: the
+    same work on one core, to measure what running the parts at once gains."""
+
+    def __init__(self, spark) -> None:
+        from spark_jobs.compact import SPLIT_ROWS
+
+        self.spark, self.split_rows, self.parallelism = spark, SPLIT_ROWS, spark.sparkContext.defaultParallelism
+
+    def __call__(self, plan):
+        from acid_core.compaction.execute import run_bucket
+
+        works = list(plan.buckets)
+        return self.spark.sparkContext.parallelize([0], 1).flatMap(
+            lambda _: [run_bucket(plan, work) for work in works]).collect()
 
 
 def run_child(kind: str, url: str, warehouse: str, table: str, scratch: Path, repeats: int = 0) -> dict:
@@ -281,6 +302,9 @@ def report(sizes, peaks, timed, repeats, load) -> None:
         print(f"  major compaction in one task                   {timed['major one task']:7.1f} s   speed-up of "
               f"the split on local[2] {speed:4.2f}x (goal >= {GOALS['speed-up']}x: "
               f"{'met' if speed >= GOALS['speed-up'] else 'MISSED'})")
+        print("    (one task already uses two threads: decoding and merging on one, ORC encoding on the other)")
+        print(f"  the split's parts one after another in one task {timed['major parts in one task']:7.1f} s   "
+              f"speed-up of running them at once {timed['major parts in one task'] / timed['major']:4.2f}x")
         print(f"  rebalance into {REBALANCE_BUCKETS} buckets on local[2]              {timed['rebalance']:7.1f} s   "
               f"{timed['major one task'] / timed['rebalance']:4.2f}x faster than one task")
         print("  samples (s): " + json.dumps({k: [round(v, 1) for v in vs] for k, vs in timed["samples"].items()}))
