@@ -100,4 +100,5 @@ def test_a_spark_insert_writes_as_much_into_one_bucket_under_the_cap(capped):
 def test_the_control_holding_the_whole_partition_dies_of_the_cap(capped):
     result = capped[2]["whole_partition"]
     assert not result["ok"], "the whole partition fit in the cap: the other tests prove nothing"
-    assert "MemoryError" in result["error"] and "out of memory decoding" in result["error"], result["error"]
+    # MemoryError (decoding a stripe) or pyarrow's ArrowMemoryError (an allocation elsewhere): wherever it runs out
+    assert "MemoryError" in result["error"], result["error"]
