@@ -47,7 +47,7 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
     """The bucket's visible insert events as data columns plus key columns, in key order, a piece at a time: every
     file streams its stripes into a k-way merge, and the bucket's delete events are applied to the merged stream by
     one cursor per delete file (memory: a stripe per input and per delete file, whatever the bucket holds). A
-    rebalance task's work keeps only its key interval, and reads only the stripes that can hold it."""
+    key-interval task keeps only its interval, and reads only the files and stripes that can hold it."""
     write_ids = plan.compactor_write_ids
     reader = SnapshotReader(fs, ReadPlan(None, work.inserts, ()), write_ids, with_keys=True,
                             max_delete_events_in_memory=0)
@@ -58,10 +58,14 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
         for piece in reader.stream(source, after=work.after, up_to=work.up_to):
             yield _declared_types(conform_columns(piece, names, source.path), row_type)
 
-    bounds = [source_lower_bound(source) for source in work.inserts]
-    if work.after is not None:  # a rebalance task's rows all lie above `after`
-        bounds = [work.after if bound is None else max(bound, work.after) for bound in bounds]
-    merged = merge_sorted([conformed(source) for source in work.inserts], KEY_COLUMNS, bounds)
+    # A key-interval task (rebalance, part of a split bucket) skips the files whose lowest write id lies above its
+    # interval (the deltas, for every part of a base's range) without opening them; its rows all lie above `after`.
+    sources = [(source, source_lower_bound(source)) for source in work.inserts]
+    sources = [(source, bound) for source, bound in sources
+               if work.up_to is None or bound is None or bound <= work.up_to]
+    bounds = [bound if work.after is None else work.after if bound is None else max(bound, work.after)
+              for _, bound in sources]
+    merged = merge_sorted([conformed(source) for source, _ in sources], KEY_COLUMNS, bounds)
     if not apply_deletes or not work.deletes:
         return merged
     cursors = [DeleteCursor(EventFile(fs, source.path), write_ids, check_validity=source.check_validity,
