@@ -180,21 +180,26 @@ class DeleteCursor:
         return self._buffer.take(self._buffer.between(None, high))
 
 
-def without_deleted(pieces: Iterable[pa.Table], cursors: Sequence[DeleteCursor],
-                    key_names: Sequence[str]) -> Iterator[pa.Table]:
-    """A stream of tables in key order (key columns `key_names`) without the rows a delete event removes.
+def without_deleted(pieces: Iterable[pa.Table], key_names: Sequence[str], *, cursors: Sequence[DeleteCursor] = (),
+                    registry: DeleteRegistry | None = None) -> Iterator[pa.Table]:
+    """A stream of tables in key order (key columns `key_names`) without the rows a delete event removes: the events
+    of `registry` (all of them in memory), or those `cursors` stream.
 
-    The delete cursors advance in step with the stream, so memory is one delete stripe per delete file and the
-    piece at hand, whatever the number of rows or deletes: how a compaction applies its bucket's deletes after the
-    k-way merge of its inputs (Hive's OrcRawRecordMerger sees the delete events in the same merge).
+    The cursors advance in step with the stream, so memory is one delete stripe per delete file and the piece at
+    hand, whatever the number of rows or deletes: how a compaction applies its bucket's deletes after the k-way merge
+    of its inputs (Hive's OrcRawRecordMerger sees the delete events in the same merge). A piece nothing deletes from
+    passes through uncopied.
     """
     for table in pieces:
         if not table.num_rows:
             continue
         keys = KeyArrays(*(table.column(name).to_numpy() for name in key_names))
-        events = KeyArrays.concat([cursor.events_between(keys.first(), keys.last()) for cursor in cursors])
-        if len(events):
-            keep = ~DeleteRegistry(events).deleted_mask(keys)
+        lookup = registry
+        if lookup is None:
+            events = KeyArrays.concat([cursor.events_between(keys.first(), keys.last()) for cursor in cursors])
+            lookup = DeleteRegistry(events) if len(events) else None
+        if lookup is not None and len(lookup):
+            keep = ~lookup.deleted_mask(keys)
             if not keep.all():
                 table = table.filter(pa.array(keep))
         if table.num_rows:

@@ -534,12 +534,11 @@ def _without_deleted(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList
     else one cursor per delete file advancing with the stream."""
     files = [EventFile(fs, source.path) for source in plan.deletes]
     if _delete_event_count(files) > max_delete_events_in_memory:
-        return without_deleted(tables, [DeleteCursor(f, write_ids, check_validity=s.check_validity)
-                                        for f, s in zip(files, plan.deletes)], KEY_COLUMNS)
+        return without_deleted(tables, KEY_COLUMNS, cursors=[DeleteCursor(f, write_ids, check_validity=s.check_validity)
+                                                             for f, s in zip(files, plan.deletes)])
     registry = DeleteRegistry(KeyArrays.concat([read_delete_keys(f, write_ids, check_validity=s.check_validity)
                                                 for f, s in zip(files, plan.deletes)]))
-    return (t.filter(pa.array(~registry.deleted_mask(KeyArrays(*(t.column(n).to_numpy() for n in KEY_COLUMNS)))))
-            for t in tables)
+    return without_deleted(tables, KEY_COLUMNS, registry=registry)
 
 
 def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, txns: ValidTxnList | None = None,

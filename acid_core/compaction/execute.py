@@ -70,7 +70,7 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
         return merged
     cursors = [DeleteCursor(EventFile(fs, source.path), write_ids, check_validity=source.check_validity,
                             start_key=work.after) for source in work.deletes]
-    return without_deleted(merged, cursors, KEY_COLUMNS)
+    return without_deleted(merged, KEY_COLUMNS, cursors=cursors)
 
 
 def _declared_types(table: pa.Table, row_type: pa.StructType) -> pa.Table:
