@@ -2,7 +2,7 @@
 
 * `DeleteRegistry`: every applicable delete event in memory, sorted; per (originalWriteId, bucket) a sorted rowId
   array (Hive's ColumnizedDeleteEventRegistry with its CompressedOwid index).
-* `DeleteCursor`: one delete file streamed stripe by stripe in key order, for the sort-merge path used when the
+* `DeleteCursor`: one delete file streamed a batch at a time in key order, for the sort-merge path used when the
   delete events exceed the in-memory bound (Hive's SortMergedDeleteEventRegistry).
 * `without_deleted`: the cursors applied to a stream already in key order (a compaction's merged inputs).
 Keys compare as Hive's RecordIdentifier: originalWriteId, then the packed bucket (signed int), then rowId.
@@ -10,6 +10,7 @@ Keys compare as Hive's RecordIdentifier: originalWriteId, then the packed bucket
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
@@ -17,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from acid_core.errors import UnsortedEventsError
-from acid_core.orc_events import CURRENT_WRITE_ID, KEY_FIELDS, EventFile
+from acid_core.orc_events import BATCH_ROWS, CURRENT_WRITE_ID, KEY_FIELDS, EventFile
 from acid_core.validity import ValidWriteIdList
 
 Key = tuple[int, int, int]
@@ -62,6 +63,22 @@ class KeyArrays:
         ascending = (o[:-1] < o[1:]) | ((o[:-1] == o[1:]) & ((b[:-1] < b[1:]) | ((b[:-1] == b[1:]) & (r[:-1] <= r[1:]))))
         return bool(ascending.all())
 
+    def slice(self, start: int | None, stop: int | None) -> "KeyArrays":
+        """Rows start..stop as views (no copy)."""
+        return KeyArrays(self.owid[start:stop], self.bucket[start:stop], self.rowid[start:stop])
+
+    def position(self, key: Key, *, after: bool = False) -> int:
+        """In sorted keys: the index of the first key >= `key` (> `key` with `after`), by binary search."""
+        side = "right" if after else "left"
+        low, high = np.searchsorted(self.owid, key[0], "left"), np.searchsorted(self.owid, key[0], "right")
+        if low == high:
+            return int(low)
+        bucket = self.bucket[low:high]
+        low, high = low + np.searchsorted(bucket, key[1], "left"), low + np.searchsorted(bucket, key[1], "right")
+        if low == high:
+            return int(low)
+        return int(low + np.searchsorted(self.rowid[low:high], key[2], side))
+
     def first(self) -> Key:
         return int(self.owid[0]), int(self.bucket[0]), int(self.rowid[0])
 
@@ -84,22 +101,34 @@ def valid_write_id_mask(write_ids: ValidWriteIdList, current: np.ndarray) -> np.
     return mask
 
 
-def read_delete_keys(event_file: EventFile, write_ids: ValidWriteIdList, *, check_validity: bool,
-                     stripe: int | None = None) -> KeyArrays:
-    """Keys of the delete events in a file (or one stripe) whose deleting write id is valid for the snapshot."""
-    table = event_file.read((*KEY_FIELDS, CURRENT_WRITE_ID), stripe=stripe)
-    keys = KeyArrays(*(table.column(name).to_numpy() for name in KEY_FIELDS))
+def _batch_keys(batch: pa.RecordBatch, write_ids: ValidWriteIdList, check_validity: bool) -> KeyArrays:
+    keys = KeyArrays(*(batch.column(name).to_numpy() for name in KEY_FIELDS))
     if check_validity:
-        keys = keys.take(valid_write_id_mask(write_ids, table.column(CURRENT_WRITE_ID).to_numpy()))
+        keys = keys.take(valid_write_id_mask(write_ids, batch.column(CURRENT_WRITE_ID).to_numpy()))
     return keys
+
+
+def _key_columns(check_validity: bool) -> tuple[str, ...]:
+    return (*KEY_FIELDS, CURRENT_WRITE_ID) if check_validity else KEY_FIELDS
+
+
+def read_delete_keys(event_file: EventFile, write_ids: ValidWriteIdList, *, check_validity: bool) -> KeyArrays:
+    """Keys of the delete events in a file whose deleting write id is valid for the snapshot, read a batch at a time
+    (memory: the keys kept plus one batch)."""
+    return KeyArrays.concat([_batch_keys(batch, write_ids, check_validity)
+                             for batch in event_file.iter_batches(_key_columns(check_validity))])
 
 
 class DeleteRegistry:
     """All applicable delete events in memory, sorted, indexed by (originalWriteId, bucket)."""
 
-    def __init__(self, keys: KeyArrays) -> None:
-        order = np.lexsort((keys.rowid, keys.bucket, keys.owid))
-        owid, bucket, rowid = keys.owid[order], keys.bucket[order], keys.rowid[order]
+    def __init__(self, keys: KeyArrays, *, ordered: bool = False) -> None:
+        """`ordered`: the keys are already in key order (one delete file's), so they are not sorted again."""
+        if ordered:
+            owid, bucket, rowid = keys.owid, keys.bucket, keys.rowid
+        else:
+            order = np.lexsort((keys.rowid, keys.bucket, keys.owid))
+            owid, bucket, rowid = keys.owid[order], keys.bucket[order], keys.rowid[order]
         self._size = len(owid)
         self._rowids: dict[tuple[int, int], np.ndarray] = {}
         if self._size:
@@ -145,39 +174,54 @@ def _members(run: np.ndarray, removed: np.ndarray) -> np.ndarray:
 
 
 class DeleteCursor:
-    """Streams one delete file's applicable events in key order, a stripe at a time (bounded memory)."""
+    """Streams one delete file's applicable events in key order, a batch at a time (bounded memory however big the
+    file's stripes are): the events asked for stay buffered until the stream passes them."""
 
     def __init__(self, event_file: EventFile, write_ids: ValidWriteIdList, *, check_validity: bool,
-                 start_key: Key | None = None) -> None:
-        self._file = event_file
+                 start_key: Key | None = None, batch_rows: int = BATCH_ROWS) -> None:
+        self._path = event_file.path
+        event_file.key_index()  # a damaged hive.acid.key.index is refused, as Hive's delete-delta reader does
         self._write_ids = write_ids
         self._check_validity = check_validity
-        self._stripe = 0
-        stripe_ends = event_file.key_index()
-        if start_key is not None and len(stripe_ends) == event_file.num_stripes:
-            # Skip whole stripes whose last key is below where the insert file starts (Hive filters by key interval).
-            while self._stripe < len(stripe_ends) and stripe_ends[self._stripe] < start_key:
-                self._stripe += 1
-        self._buffer = KeyArrays.concat([])
+        self._batches = event_file.iter_batches(_key_columns(check_validity), batch_rows=batch_rows)
+        self._start_key = start_key  # events below it are never asked for (a key-interval task's start)
+        self._chunks: deque[KeyArrays] = deque()  # loaded events not yet passed, in key order
+        self._last: Key | None = None
 
-    def _load_next_stripe(self) -> bool:
-        if self._stripe >= self._file.num_stripes:
-            return False
-        keys = read_delete_keys(self._file, self._write_ids, check_validity=self._check_validity, stripe=self._stripe)
-        self._stripe += 1
-        if not keys.is_sorted():
-            raise UnsortedEventsError(f"{self._file.path}: delete events are not sorted by "
-                                      "(originalTransaction, bucket, rowId); Hive's readers require it")
-        self._buffer = KeyArrays.concat([self._buffer, keys])
-        return True
+    def _load_next(self) -> bool:
+        for batch in self._batches:
+            everything = KeyArrays(*(batch.column(name).to_numpy() for name in KEY_FIELDS))
+            if not len(everything):
+                continue
+            if not everything.is_sorted() or (self._last is not None and everything.first() < self._last):
+                raise UnsortedEventsError(f"{self._path}: delete events are not sorted by "
+                                          "(originalTransaction, bucket, rowId); Hive's readers require it")
+            self._last = everything.last()
+            if self._start_key is not None and self._last < self._start_key:
+                continue  # wholly below the interval: Hive filters delete events by the split's key interval
+            keys = _batch_keys(batch, self._write_ids, self._check_validity) if self._check_validity else everything
+            if len(keys):
+                self._chunks.append(keys)
+                return True
+        return False
 
     def events_between(self, low: Key, high: Key) -> KeyArrays:
         """Events with low <= key <= high; events below `low` are dropped for good, later ones stay buffered."""
-        while not len(self._buffer) or self._buffer.last() <= high:
-            if not self._load_next_stripe():
+        while not self._chunks or self._chunks[-1].last() <= high:
+            if not self._load_next():
                 break
-        self._buffer = self._buffer.take(~self._buffer.below(low))
-        return self._buffer.take(self._buffer.between(None, high))
+        while self._chunks and self._chunks[0].last() < low:
+            self._chunks.popleft()
+        if not self._chunks:
+            return KeyArrays.concat([])
+        self._chunks[0] = self._chunks[0].slice(self._chunks[0].position(low), None)
+        found = []
+        for chunk in self._chunks:
+            end = chunk.position(high, after=True)
+            found.append(chunk.slice(0, end))
+            if end < len(chunk):
+                break
+        return found[0] if len(found) == 1 else KeyArrays.concat(found)
 
 
 def without_deleted(pieces: Iterable[pa.Table], key_names: Sequence[str], *, cursors: Sequence[DeleteCursor] = (),
@@ -185,7 +229,7 @@ def without_deleted(pieces: Iterable[pa.Table], key_names: Sequence[str], *, cur
     """A stream of tables in key order (key columns `key_names`) without the rows a delete event removes: the events
     of `registry` (all of them in memory), or those `cursors` stream.
 
-    The cursors advance in step with the stream, so memory is one delete stripe per delete file and the piece at
+    The cursors advance in step with the stream, so memory is one delete batch per delete file and the piece at
     hand, whatever the number of rows or deletes: how a compaction applies its bucket's deletes after the k-way merge
     of its inputs (Hive's OrcRawRecordMerger sees the delete events in the same merge). A piece nothing deletes from
     passes through uncopied.
@@ -197,7 +241,7 @@ def without_deleted(pieces: Iterable[pa.Table], key_names: Sequence[str], *, cur
         lookup = registry
         if lookup is None:
             events = KeyArrays.concat([cursor.events_between(keys.first(), keys.last()) for cursor in cursors])
-            lookup = DeleteRegistry(events) if len(events) else None
+            lookup = DeleteRegistry(events, ordered=len(cursors) == 1) if len(events) else None
         if lookup is not None and len(lookup):
             keep = ~lookup.deleted_mask(keys)
             if not keep.all():

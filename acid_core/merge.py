@@ -266,7 +266,12 @@ class SnapshotReader:
         if stripe and len(ends) == event_file.num_stripes:
             start = ends[stripe - 1]  # the previous stripe's last key: nothing below it can delete a row here
         elif event_file.is_acid and event_file.num_rows:
-            first = event_file.read(KEY_FIELDS, stripe=stripe or 0).slice(0, 1)
+            if stripe:
+                first = event_file.read(KEY_FIELDS, stripe=stripe)
+            else:  # the file's first key, without decoding its first stripe
+                batches = event_file.iter_batches(KEY_FIELDS, batch_rows=1)
+                first = next(batches)
+                batches.close()
             start = tuple(int(first.column(name)[0].as_py()) for name in KEY_FIELDS)
         return [DeleteCursor(f, self.write_ids, check_validity=s.check_validity, start_key=start)
                 for f, s in zip(self.delete_files, self.plan.deletes)]
@@ -299,14 +304,15 @@ class SnapshotReader:
                 raise UnsortedEventsError(f"{source.path}: insert events are not sorted by (originalTransaction, bucket, "
                                           "rowId); Hive's readers require it")
             low, high = keys.first(), keys.last()
-            registry = DeleteRegistry(KeyArrays.concat([c.events_between(low, high) for c in cursors]))
+            registry = DeleteRegistry(KeyArrays.concat([c.events_between(low, high) for c in cursors]),
+                                      ordered=len(cursors) == 1)
         if registry is not None and len(registry):
             alive = ~registry.deleted_mask(keys)
             keep = alive if keep is None else keep & alive
         if self.with_keys:
             data = data.append_column(KEY_COLUMNS[0], pa.array(keys.owid)).append_column(
                 KEY_COLUMNS[1], pa.array(keys.bucket)).append_column(KEY_COLUMNS[2], pa.array(keys.rowid))
-        return data if keep is None else data.filter(pa.array(keep))
+        return data if keep is None or keep.all() else data.filter(pa.array(keep))
 
 
 def _stripes_between(event_file: EventFile, after: Key | None, up_to: Key | None) -> list[int]:

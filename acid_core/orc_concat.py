@@ -148,13 +148,14 @@ def concatenate(fs: FileSystem, sources: Sequence[str], destination: str, *,
             stripe_stats += part.stripe_stats
             rows += sum(_uint(raw) for raw in part.values(_F_ROWS))
             with fs.open_input(part.path) as handle:  # contentLength: the stripes' bytes, after the header
-                offset, end = header, header + part.content_length
-                while offset < end:
-                    chunk = handle.read_at(min(_COPY_CHUNK, end - offset), offset)
-                    if not chunk:
+                handle.seek(header)
+                left = part.content_length
+                while left:
+                    chunk = handle.read_buffer(min(_COPY_CHUNK, left))  # an Arrow buffer: not copied into Python
+                    if not chunk.size:
                         raise CorruptFileError(f"{part.path}: shorter than its footer says")
                     out.write(chunk)
-                    offset += len(chunk)
+                    left -= chunk.size
             position += part.content_length
         metadata = b"".join(_field(_M_STRIPE_STATS, 2, raw) for raw in stripe_stats)
         footer = [_field(_F_HEADER_LENGTH, 0, _varint(len(_HEADER))),

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import struct as _struct
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.dataset as pa_ds
 import pyarrow.orc as pa_orc
 import pyorc
 
@@ -200,16 +201,23 @@ def side_file_length(fs: FileSystem, side_path: str) -> int | None:
     return _struct.unpack(">q", data[usable - 8:usable])[0]
 
 
+BATCH_ROWS = 131_072  # rows a streamed read (EventFile.iter_batches) decodes at a time
+_ORC_FORMAT = pa_ds.OrcFileFormat()
+
+
 class EventFile:
     """An opened ORC file of a base, delta or delete delta (or an original file), read column-wise with pyarrow."""
 
     def __init__(self, fs: FileSystem, path: str, *, length: int | None = None) -> None:
         self.path = path
+        self._fs = fs
+        self._prefix: pa.Buffer | None = None  # the readable first `length` bytes of a file still being written
         try:
             if length is None:
                 source = fs.open_input(path)
             else:
-                source = pa.BufferReader(fs.read_bytes(path, length))
+                self._prefix = pa.py_buffer(fs.read_bytes(path, length))
+                source = pa.BufferReader(self._prefix)
             self._orc = pa_orc.ORCFile(source)
             schema = self._orc.schema
         except (pa.ArrowException, OSError, IndexError) as exc:
@@ -248,6 +256,29 @@ class EventFile:
                 raise CorruptFileError(f"{self.path}: {KEY_INDEX_KEY} entry {part!r} is not '<writeId>,<bucket>,<rowId>'") from None
             keys.append((owid, bucket, row_id))
         return keys
+
+    def iter_batches(self, columns: Sequence[str], *, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """The named top-level columns, in file order, at most `batch_rows` rows at a time: ORC's row reader
+        streams through the stripes, so memory is a batch plus the compressed streams of the stripe at hand however
+        many rows a stripe holds (a delete delta written by Hive can hold millions of events in one 64 MiB stripe),
+        where `read(stripe=)` decodes a whole stripe at once. Time: linear in the rows before the last batch taken.
+
+        Raises:
+            CorruptFileError: the data cannot be decoded.
+            MemoryError: the process's memory (or its cap) ran out.
+        """
+        source = self.path if self._prefix is None else pa.BufferReader(self._prefix)
+        filesystem = self._fs.arrow if self._prefix is None else None
+        try:
+            fragment = _ORC_FORMAT.make_fragment(source, filesystem=filesystem)
+            batches = fragment.to_batches(columns=list(columns), batch_size=batch_rows, batch_readahead=1,
+                                          fragment_readahead=1, use_threads=False)
+            yield from batches
+        except pa.ArrowMemoryError as exc:
+            raise MemoryError(f"{self.path}: out of memory decoding a batch of {batch_rows} rows ({exc}); a Spark "
+                              "job's Python workers are capped by spark.executor.pyspark.memory") from exc
+        except (pa.ArrowException, OSError, IndexError) as exc:
+            raise CorruptFileError(f"{self.path}: cannot decode ORC data ({exc})") from exc
 
     def read(self, columns: Sequence[str], *, stripe: int | None = None) -> pa.Table:
         """Read the named top-level columns (event fields, or table columns of an original file).

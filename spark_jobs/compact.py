@@ -24,11 +24,17 @@ SPLIT_ROWS = 8_000_000  # a major compaction's bucket of more rows is split into
 
 class SparkRunner:
     """Runs the tasks of a plan as one Spark job (one partition per task: a bucket, a rebalance's key interval or a
-    part of a split bucket). `split_rows` (None: never split) is read by the worker when it plans."""
+    part of a split bucket). `split_rows` (None: never split) is read by the worker when it plans; a task encodes its
+    output on a second thread only when it has a second core (`spark.task.cpus` >= 2, or `background`): with one core
+    a task, the thread would take the core of another task (parallelism comes from the tasks: a bucket is split to
+    fill the slots the plan leaves idle)."""
 
-    def __init__(self, spark, *, split_rows: int | None = SPLIT_ROWS) -> None:
+    def __init__(self, spark, *, split_rows: int | None = SPLIT_ROWS, background: bool | None = None) -> None:
         self.spark = spark
         self.split_rows = split_rows
+        if background is None:
+            background = int(spark.sparkContext.getConf().get("spark.task.cpus", "1")) >= 2
+        self.background = background
 
     @property
     def parallelism(self) -> int:
@@ -41,7 +47,8 @@ class SparkRunner:
         context = self.spark.sparkContext
         context.setJobDescription(f"compaction {plan.compaction_id} ({plan.kind.display}) of {plan.location}")
         works = context.parallelize(list(plan.buckets), len(plan.buckets))
-        return works.map(lambda work: run_bucket(plan, work)).collect()
+        background = self.background
+        return works.map(lambda work: run_bucket(plan, work, background=background)).collect()
 
 
 def main(argv: list[str] | None = None) -> int:

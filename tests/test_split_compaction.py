@@ -83,3 +83,33 @@ def test_concatenating_files_of_different_schemas_is_refused_and_writes_nothing(
     concatenate(fs, [str(tmp_path / "one"), str(tmp_path / "one")], str(tmp_path / "out"), user_metadata={"k": b"v"})
     joined = pa_orc.ORCFile(str(tmp_path / "out"))
     assert joined.read().column("a").to_pylist() == [1, 2, 1, 2] and joined.metadata == {b"k": b"v"}
+
+
+@pytest.mark.parametrize(("rows", "split_rows", "parallelism", "spread", "parts"), [
+    (35_200_000, 8_000_000, 2, 2, 6),      # 5 parts of 8M, rounded up to a multiple of the slots
+    (35_200_000, 8_000_000, 1, 1, 5),
+    (7_000_000, 8_000_000, 1, 1, 1),       # one slot: nothing to gain
+    (7_000_000, 8_000_000, 2, 2, 2),       # a second slot left idle by the plan: two parts
+    (7_000_000, 8_000_000, 100, 100, 7),   # many idle slots: parts of at least MIN_PART_ROWS
+    (7_000_000, 8_000_000, 100, 1, 1),     # the plan's other buckets fill the slots
+    (1_999_999, 8_000_000, 2, 2, 1),       # too small to be worth a part
+    (10**12, 8_000_000, 2, 2, 256),        # at most MAX_SPLIT_PARTS
+])
+def test_how_many_parts_a_bucket_is_split_into(rows, split_rows, parallelism, spread, parts):
+    from acid_core.compaction.plan import part_count
+
+    assert part_count(rows, split_rows, parallelism, spread) == parts
+
+
+def test_a_one_bucket_plan_is_split_over_the_idle_slots_below_split_rows(store, monkeypatch):
+    import acid_core.compaction.plan as plan
+
+    monkeypatch.setattr(plan, "MIN_PART_ROWS", 2000)
+    whole, split = (filled(store, name) for name in ("whole_slots", "split_slots"))
+    runner = SplitRunner(split_rows=10**9)
+    runner.parallelism = 3
+    for table, worker in ((whole, CompactionWorker(store)), (split, CompactionWorker(store, runner=runner))):
+        queued = store.compactions.enqueue("default", table.info.name, None, CompactionType.MAJOR)
+        assert worker.run(queued.compaction_id).result == "compacted"
+    assert runner.tasks == 3
+    assert pa_orc.ORCFile(base_file(split)).read().equals(pa_orc.ORCFile(base_file(whole)).read())

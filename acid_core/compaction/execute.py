@@ -85,9 +85,9 @@ def _declared_types(table: pa.Table, row_type: pa.StructType) -> pa.Table:
 
 
 def _write_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
-                  events: Iterator[pa.Table]) -> AcidStats | None:
-    """Write event tables as they come into the bucket's file of result directory `final`; no file (None) when
-    there are none."""
+                  events: Iterator[pa.Table], background: bool) -> AcidStats | None:
+    """Write event tables as they come into the bucket's file of result directory `final` (ORC encoding on a
+    thread of its own with `background`); no file (None) when there are none."""
     if work.part is None:
         path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
     else:
@@ -97,7 +97,7 @@ def _write_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final:
         for table in events:
             if writer is None:
                 writer = EventStreamWriter(fs, path, compression=plan.compression, stripe_bytes=plan.stripe_bytes,
-                                           columns=plan.columns, background=len(plan.buckets) == 1)
+                                           columns=plan.columns, background=background)
             writer.write(table)
         return writer.close() if writer is not None else None
     except BaseException:
@@ -107,7 +107,7 @@ def _write_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final:
 
 
 def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
-                   pieces: Iterator[pa.Table]) -> int:
+                   pieces: Iterator[pa.Table], background: bool) -> int:
     """Insert events (originalTransaction = currentTransaction = the row's write id) written piece by piece; no
     file when no row survives."""
     names = [c.name for c in plan.columns]
@@ -118,12 +118,12 @@ def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final
             yield event_table(INSERT_OPERATION, owid, table.column(KEY_COLUMNS[1]).to_numpy(),
                               table.column(KEY_COLUMNS[2]).to_numpy(), owid, rows_struct(table.select(names)))
 
-    stats = _write_events(fs, plan, work, final, events())
+    stats = _write_events(fs, plan, work, final, events(), background)
     return stats.inserts if stats is not None else 0
 
 
 def _write_rebalanced(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
-                      pieces: Iterator[pa.Table]) -> int:
+                      pieces: Iterator[pa.Table], background: bool) -> int:
     """A rebalance task's rows as insert events of bucket `work.bucket`, rowIds 0.. in key order; each keeps its
     write id (originalTransaction = currentTransaction), as Hive's rebalance keeps ROW__ID.writeId."""
     names = [c.name for c in plan.columns]
@@ -139,7 +139,7 @@ def _write_rebalanced(fs: FileSystem, plan: CompactionPlan, work: BucketWork, fi
                               rows_struct(table.select(names)))
             written += count
 
-    stats = _write_events(fs, plan, work, final, events())
+    stats = _write_events(fs, plan, work, final, events(), background)
     return stats.inserts if stats is not None else 0
 
 
@@ -164,30 +164,32 @@ def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tu
     return merged, fields
 
 
-def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str) -> int:
+def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str, background: bool) -> int:
     pieces, row_type = _delete_stream(fs, plan, work)
     events = (event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
                           table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(row_type, table.num_rows))
               for table in pieces)
-    stats = _write_events(fs, plan, work, final, events)
+    stats = _write_events(fs, plan, work, final, events, background)
     return stats.deletes if stats is not None else 0
 
 
-def run_bucket(plan: CompactionPlan, work: BucketWork) -> BucketResult:
-    """Compact one bucket into the plan's temporary result directories."""
+def run_bucket(plan: CompactionPlan, work: BucketWork, *, background: bool = False) -> BucketResult:
+    """Compact one bucket into the plan's temporary result directories. `background`: encode the output on a second
+    thread, for a task that has a second core to itself (a Spark task has spark.task.cpus of them)."""
     fs, _ = FileSystem.resolve(plan.location)
     outputs = [name for name, _ in plan.outputs]
     if plan.kind in (CompactionType.MAJOR, CompactionType.REBALANCE):
         pieces = _insert_stream(fs, plan, work, apply_deletes=True)
         write = _write_rebalanced if plan.kind is CompactionType.REBALANCE else _write_inserts
-        return BucketResult(work.bucket, write(fs, plan, work, outputs[0], pieces), 0)
+        return BucketResult(work.bucket, write(fs, plan, work, outputs[0], pieces, background), 0)
     inserted = deleted = 0
     insert_output = next((name for name in outputs if name.startswith("delta_")), None)
     delete_output = next((name for name in outputs if name.startswith("delete_delta_")), None)
     if insert_output and work.inserts:
-        inserted = _write_inserts(fs, plan, work, insert_output, _insert_stream(fs, plan, work, apply_deletes=False))
+        inserted = _write_inserts(fs, plan, work, insert_output, _insert_stream(fs, plan, work, apply_deletes=False),
+                                  background)
     if delete_output and work.deletes:
-        deleted = _write_deletes(fs, plan, work, delete_output)
+        deleted = _write_deletes(fs, plan, work, delete_output, background)
     return BucketResult(work.bucket, inserted, deleted)
 
 

@@ -34,6 +34,7 @@ from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList
 
 
 MAX_SPLIT_PARTS = 256  # parts of one bucket's split major compaction
+MIN_PART_ROWS = 1_000_000  # a bucket is split to use idle task slots only into parts of at least this many rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +141,11 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
             buckets.setdefault(source_bucket(source), ([], []))[0].append(source)
         for source in read.deletes:
             buckets.setdefault(file_bucket(source.path), ([], []))[1].append(source)
+        slots = max(1, parallelism)
+        spread = -(-slots // max(1, len(buckets)))  # parts per bucket that would keep every slot busy
         works = tuple(work for b, (i, d) in sorted(buckets.items())
                       for work in _split(fs, BucketWork(b, tuple(i), tuple(d)),
-                                         split_rows if kind is CompactionType.MAJOR else None, max(1, parallelism)))
+                                         split_rows if kind is CompactionType.MAJOR else None, slots, spread))
     names = output_names(state, kind, write_ids, txn_id)
     return CompactionPlan(
         compaction_id=compaction_id, kind=kind, location=state.location, columns=columns, write_ids=str(write_ids),
@@ -150,23 +153,34 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
         buckets=works, compression=compression, stripe_bytes=stripe_bytes)
 
 
-def _split(fs: FileSystem, work: BucketWork, split_rows: int | None, parallelism: int) -> list[BucketWork]:
-    """A bucket's work, or its parts by key interval when it has more than `split_rows` rows (footers only): about
-    `split_rows` rows each, as many as a multiple of `parallelism` (the tasks that run at once), so that no part runs
-    alone at the end."""
+def _split(fs: FileSystem, work: BucketWork, split_rows: int | None, parallelism: int,
+           spread: int = 1) -> list[BucketWork]:
+    """A bucket's work, or its parts by key interval (footers only): a bucket of more than `split_rows` rows in parts
+    of about `split_rows` rows, as many as a multiple of `parallelism` (the tasks that run at once) so that no part
+    runs alone at the end; and, while the plan has fewer buckets than task slots, a bucket of at least two
+    MIN_PART_ROWS in up to `spread` parts of at least MIN_PART_ROWS rows, so that the idle slots share it."""
     if not split_rows:
         return [work]
     rows = sum(EventFile(fs, s.path, length=s.length).num_rows for s in work.inserts
                if s.synthetic is None and s.length != 0)
-    if rows <= split_rows:
+    parts = part_count(rows, split_rows, parallelism, spread)
+    if parts < 2:
         return [work]
-    parts = -(-rows // split_rows)
-    parts = min(-(-parts // parallelism) * parallelism, MAX_SPLIT_PARTS)
     bounds = split_keys(fs, work.inserts, parts)
     if not bounds:
         return [work]
     edges: list[Key | None] = [None, *bounds, None]
     return [dataclasses.replace(work, after=edges[k], up_to=edges[k + 1], part=k) for k in range(len(edges) - 1)]
+
+
+def part_count(rows: int, split_rows: int, parallelism: int, spread: int = 1) -> int:
+    """How many parts `_split` cuts a bucket of `rows` rows into (1: not split)."""
+    parts = -(-rows // split_rows)
+    if parts >= parallelism:
+        parts = -(-parts // parallelism) * parallelism
+    else:
+        parts = max(parts, min(spread, rows // MIN_PART_ROWS))
+    return max(1, min(parts, MAX_SPLIT_PARTS))
 
 
 def rebalance_works(fs: FileSystem, read: ReadPlan, number_of_buckets: int | None) -> tuple[BucketWork, ...]:

@@ -10,6 +10,7 @@ the retry (or the cleaner) removes. Running a compaction that already finished c
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWr
 
 # Runs a plan's bucket tasks. A runner with a `split_rows` attribute gets a major compaction's bucket of more rows
 # than that split into key-interval parts, one task each, as many as a multiple of its `parallelism` (SparkRunner:
-# its tasks run at once); local_runner has neither.
+# its tasks run at once), and a bucket of a plan with fewer buckets than that split over the idle slots (parts of at
+# least plan.MIN_PART_ROWS); local_runner has neither.
 Runner = Callable[[CompactionPlan], Sequence[BucketResult]]
 REFUSED_MESSAGE = "None of the compaction thresholds met, compaction request is refused!"  # Hive's text
 
@@ -80,8 +82,10 @@ def stripe_size(table) -> int:
 
 
 def local_runner(plan: CompactionPlan) -> list[BucketResult]:
-    """Run every bucket task in this process, one after another."""
-    return [run_bucket(plan, work) for work in plan.buckets]
+    """Run every bucket task in this process, one after another, each encoding its output on a second thread when
+    the machine has a second core (nothing else of this process runs meanwhile)."""
+    background = (os.cpu_count() or 1) > 1
+    return [run_bucket(plan, work, background=background) for work in plan.buckets]
 
 
 @dataclass(frozen=True, slots=True)
