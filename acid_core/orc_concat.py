@@ -29,7 +29,7 @@ _PS_FOOTER_LENGTH, _PS_METADATA_LENGTH = 1, 5
 # Footer fields
 _F_HEADER_LENGTH, _F_CONTENT_LENGTH, _F_STRIPES, _F_TYPES, _F_METADATA, _F_ROWS, _F_STATISTICS = 1, 2, 3, 4, 5, 6, 7
 # StripeInformation, Metadata, ColumnStatistics fields
-_SI_OFFSET = 1
+_SI_OFFSET, _SI_ROWS = 1, 5
 _M_STRIPE_STATS = 1
 _CS_VALUES, _CS_HAS_NULL, _CS_BYTES_ON_DISK = 1, 10, 11
 
@@ -85,6 +85,19 @@ def _read_part(fs: FileSystem, path: str) -> _Part:
         raise CorruptFileError(f"{path}: ORC footer has no contentLength")
     return _Part(path, _uint(content[0]), part.compression, part.block_size, part.postscript, footer,
                  part.stripe_stats)
+
+
+def stripe_row_counts(fs: FileSystem, path: str) -> list[int]:
+    """The number of rows of each stripe of an ORC file, from its footer (which pyarrow does not expose).
+
+    Raises:
+        CorruptFileError: not an ORC file this code understands.
+    """
+    counts = []
+    for raw in _read_part(fs, path).values(_F_STRIPES):
+        rows = [_uint(value) for number, wire, value in _fields(_payload(raw)) if number == _SI_ROWS and wire == 0]
+        counts.append(rows[0] if rows else 0)
+    return counts
 
 
 def _moved_stripe(raw: bytes, shift: int) -> bytes:

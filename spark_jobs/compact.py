@@ -19,7 +19,7 @@ from acid_core.errors import AcidError
 from acid_core.metastore import Metastore
 
 
-SPLIT_ROWS = 8_000_000  # a major compaction's bucket of more rows is split into parts of about this many, one task each
+SPLIT_ROWS = 32_000_000  # a major compaction's bucket of more rows is split into parts of about this many, one task each
 
 
 class SparkRunner:

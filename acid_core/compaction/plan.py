@@ -28,6 +28,7 @@ from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_stagi
 from acid_core.delete_events import Key
 from acid_core.merge import DeleteSource, InsertSource, ReadPlan, file_bucket, plan_read, source_bucket
 from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
+from acid_core.orc_concat import stripe_row_counts
 from acid_core.orc_events import KEY_FIELDS, Column, EventFile
 from acid_core.state import DirectoryState
 from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList
@@ -199,26 +200,39 @@ def rebalance_works(fs: FileSystem, read: ReadPlan, number_of_buckets: int | Non
 def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> list[Key]:
     """Up to parts-1 increasing keys that cut the sources' rows into about equal parts.
 
-    Cut points come from each stripe's last key (`hive.acid.key.index`); a stripe bigger than a quarter of a part
-    also gives keys from inside it (its three key columns are read, a stripe at a time), so parts stay within about
-    a quarter of a part of each other. Files without an index (originals, some writers') count for no cut.
-    Memory: one stripe's keys; time: footers, plus the key columns of the stripes bigger than that.
+    Cut points come from each stripe's last key (`hive.acid.key.index`); a stripe bigger than a sixteenth of a part
+    also gives keys from inside it, so parts stay within about a sixteenth of a part of each other: interpolated in
+    the rowId range between the previous stripe's last key and its own when both are of one (writeId, bucket), else
+    read from its three key columns (a stripe at a time). A cut need not be a row's key: parts are key intervals.
+    Files without an index (originals, some writers') count for no cut.
+    Memory: one stripe's keys; time: footers, plus the key columns of the big stripes that start a run.
     """
     files = []
     for source in sources:
         if source.synthetic is None and source.length != 0:
             event_file = EventFile(fs, source.path, length=source.length)
             if event_file.is_acid and event_file.num_rows and len(event_file.key_index()) == event_file.num_stripes:
-                files.append(event_file)
-    total = sum(f.num_rows for f in files)
+                files.append((source, event_file))
+    total = sum(f.num_rows for _, f in files)
     if parts < 2 or not total:
         return []
-    step = max(1, total // (parts * 8))
+    step = max(1, total // (parts * 32))
     marks: list[tuple[Key, int]] = []
-    for event_file in files:
+    for source, event_file in files:
         ends = event_file.key_index()
-        rows = event_file.num_rows // event_file.num_stripes
-        for stripe, end in enumerate(ends):
+        counts = stripe_row_counts(fs, source.path) if source.length is None else \
+            [event_file.num_rows // event_file.num_stripes] * event_file.num_stripes
+        for stripe, (end, rows) in enumerate(zip(ends, counts)):
+            previous = ends[stripe - 1] if stripe else None
+            if rows > step and previous is not None and previous[:2] == end[:2] and end[2] - previous[2] >= rows:
+                # One (writeId, bucket) run from the previous stripe's last key to this one's: cut its rowId range
+                # in proportion (rowIds ascend, about evenly in a compacted or written file), nothing decoded.
+                cuts = list(range(step, rows, step)) + [rows]
+                span, seen = end[2] - previous[2], 0
+                for count in cuts:
+                    marks.append(((end[0], end[1], previous[2] + span * count // rows), count - seen))
+                    seen = count
+                continue
             if rows < 2 * step:
                 marks.append((end, rows))
                 continue
