@@ -301,13 +301,14 @@ class EventStreamWriter:
 def _add_acid_metadata(scratch, stats: AcidStats, destination: str) -> None:
     """Read back each stripe's last key for `hive.acid.key.index` (one stripe's key columns at a time) and patch it,
     `hive.acid.stats` and `hive.acid.version` into the finished scratch file's footer."""
-    written = pa_orc.ORCFile(scratch.path)
     key_index = []
-    for stripe in range(written.nstripes):
-        keys = written.read_stripe(stripe, columns=list(KEY_FIELDS))
-        last = keys.num_rows - 1
-        key_index.append("%d,%d,%d;" % (keys.column(0)[last].as_py(), keys.column(1)[last].as_py(),
-                                        keys.column(2)[last].as_py()))
+    with pa.OSFile(scratch.path) as handle:  # read, not memory-mapped: a mapping of the whole file would count
+        written = pa_orc.ORCFile(handle)    # against a Spark worker's address-space cap
+        for stripe in range(written.nstripes):
+            keys = written.read_stripe(stripe, columns=list(KEY_FIELDS))
+            last = keys.num_rows - 1
+            key_index.append("%d,%d,%d;" % (keys.column(0)[last].as_py(), keys.column(1)[last].as_py(),
+                                            keys.column(2)[last].as_py()))
     ps_length = scratch.read_tail(1)[0]
     footer_length = _footer_length(scratch.read_tail(ps_length + 1))
     tail = scratch.read_tail(footer_length + ps_length + 1)

@@ -144,13 +144,14 @@ def _write_rebalanced(fs: FileSystem, plan: CompactionPlan, work: BucketWork, fi
 
 
 def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tuple[Iterator[pa.Table], pa.StructType]:
-    """The bucket's valid delete events (keys and writing write id), in key order, a stripe at a time."""
+    """The bucket's valid delete events (keys and writing write id), in key order, a batch at a time (bounded
+    however many events a delete stripe holds)."""
     write_ids = plan.compactor_write_ids
     files = [EventFile(fs, source.path) for source in work.deletes]
 
-    def stripes(event_file: EventFile, check_validity: bool) -> Iterator[pa.Table]:
-        for stripe in range(event_file.num_stripes):
-            table = event_file.read((*KEY_FIELDS, CURRENT_WRITE_ID), stripe=stripe)
+    def batches(event_file: EventFile, check_validity: bool) -> Iterator[pa.Table]:
+        for batch in event_file.iter_batches((*KEY_FIELDS, CURRENT_WRITE_ID)):
+            table = pa.Table.from_batches([batch])
             if check_validity:
                 table = table.filter(pa.array(valid_write_id_mask(write_ids,
                                                                   table.column(CURRENT_WRITE_ID).to_numpy())))
@@ -160,7 +161,7 @@ def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tu
     names = [c.name for c in plan.columns]
     fields = pa.struct([pa.field(name, row_type.field(i).type if i < row_type.num_fields else pa.null())
                         for i, name in enumerate(names)])
-    merged = merge_sorted([stripes(f, source.check_validity) for f, source in zip(files, work.deletes)], KEY_FIELDS)
+    merged = merge_sorted([batches(f, source.check_validity) for f, source in zip(files, work.deletes)], KEY_FIELDS)
     return merged, fields
 
 
