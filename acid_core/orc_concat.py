@@ -14,8 +14,11 @@ Memory: a copy buffer and the tails; time: one pass over the bytes.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Mapping, Sequence
+
+import pyarrow.fs as pafs
 
 from acid_core.errors import CorruptFileError, SchemaMismatchError
 from acid_core.fs import FileSystem
@@ -135,10 +138,28 @@ def _summed_statistics(parts: Sequence[_Part]) -> list[bytes]:
     return merged
 
 
+def _header_length(part: _Part) -> int:
+    return _uint(part.values(_F_HEADER_LENGTH)[0]) if part.values(_F_HEADER_LENGTH) else len(_HEADER)
+
+
+def _output(fs: FileSystem, destination: str, first: _Part, reuse: bool):
+    """The file to write: a new `destination`, or (`reuse`) the first source cut after its stripes, appended to."""
+    if not reuse:
+        stream = fs.open_output(destination)
+        stream.write(_HEADER)
+        return stream
+    os.truncate(first.path, len(_HEADER) + first.content_length)
+    return open(first.path, "ab")
+
+
 def concatenate(fs: FileSystem, sources: Sequence[str], destination: str, *,
-                user_metadata: Mapping[str, bytes]) -> int:
+                user_metadata: Mapping[str, bytes], consume_first: bool = False) -> int:
     """Write to `destination` (a new file) one ORC file holding the stripes of `sources`, in that order, and
     `user_metadata` as its only user metadata. Returns the number of rows.
+
+    `consume_first`: the first source may be used up; on a local filesystem it is then cut after its stripes, the
+    others' stripes and the new tail are appended to it and it is renamed to `destination`, so its bytes are not
+    copied (elsewhere, or if it is not laid out as usual, it is copied as the others are and left as it was).
 
     Raises:
         SchemaMismatchError: the sources differ in schema, compression or compression block size.
@@ -151,15 +172,19 @@ def concatenate(fs: FileSystem, sources: Sequence[str], destination: str, *,
         raise SchemaMismatchError(f"{destination}: the files to concatenate differ in schema or compression "
                                   f"({', '.join(sources)})")
     first = parts[0]
+    reuse = (consume_first and isinstance(fs.arrow, pafs.LocalFileSystem) and _header_length(first) == len(_HEADER)
+             and len(set(sources)) == len(sources))
     stripes, stripe_stats, rows = [], [], 0
     position = len(_HEADER)
-    with fs.open_output(destination) as out:
-        out.write(_HEADER)
-        for part in parts:
-            header = _uint(part.values(_F_HEADER_LENGTH)[0]) if part.values(_F_HEADER_LENGTH) else len(_HEADER)
+    with _output(fs, destination, first, reuse) as out:
+        for index, part in enumerate(parts):
+            header = _header_length(part)
             stripes += [_moved_stripe(raw, position - header) for raw in part.values(_F_STRIPES)]
             stripe_stats += part.stripe_stats
             rows += sum(_uint(raw) for raw in part.values(_F_ROWS))
+            if reuse and index == 0:  # its stripes are in place already
+                position += part.content_length
+                continue
             with fs.open_input(part.path) as handle:  # contentLength: the stripes' bytes, after the header
                 handle.seek(header)
                 left = part.content_length
@@ -195,4 +220,6 @@ def concatenate(fs: FileSystem, sources: Sequence[str], destination: str, *,
         if len(encoded) > 255:
             raise CorruptFileError(f"{destination}: postscript would exceed 255 bytes")
         out.write(packed_metadata + packed_footer + encoded + bytes((len(encoded),)))
+    if reuse:
+        fs.rename(first.path, destination)
     return rows

@@ -113,3 +113,22 @@ def test_a_one_bucket_plan_is_split_over_the_idle_slots_below_split_rows(store, 
         assert worker.run(queued.compaction_id).result == "compacted"
     assert runner.tasks == 3
     assert pa_orc.ORCFile(base_file(split)).read().equals(pa_orc.ORCFile(base_file(whole)).read())
+
+
+def test_concatenating_into_the_first_file_gives_the_same_file_and_uses_it_up(tmp_path):
+    import pyarrow as pa
+
+    fs = FileSystem()
+    for name, values in (("one", [1, 2]), ("two", [3]), ("three", [4, 5, 6])):
+        pa_orc.write_table(pa.table({"a": values}), str(tmp_path / name), stripe_size=1)
+    sources = [str(tmp_path / name) for name in ("one", "two", "three")]
+    concatenate(fs, sources, str(tmp_path / "copied"), user_metadata={"k": b"v"})
+    assert concatenate(fs, sources, str(tmp_path / "in_place"), user_metadata={"k": b"v"}, consume_first=True) == 6
+    assert not (tmp_path / "one").exists() and (tmp_path / "two").exists()
+    assert (tmp_path / "in_place").read_bytes() == (tmp_path / "copied").read_bytes()
+    joined = pa_orc.ORCFile(str(tmp_path / "in_place"))
+    assert joined.read().column("a").to_pylist() == [1, 2, 3, 4, 5, 6] and joined.metadata == {b"k": b"v"}
+    # The same file twice cannot be cut and read at once: it is copied instead and left as it was.
+    concatenate(fs, [sources[1], sources[1]], str(tmp_path / "twice"), user_metadata={}, consume_first=True)
+    assert (tmp_path / "two").exists()
+    assert pa_orc.ORCFile(str(tmp_path / "twice")).read().column("a").to_pylist() == [3, 3]

@@ -198,7 +198,8 @@ def join_parts(fs: FileSystem, plan: CompactionPlan) -> None:
     """After the tasks of a split major compaction: concatenate each bucket's parts, in key order, stripe by stripe
     into the bucket's one file, with the user metadata of one file (`hive.acid.key.index`: the parts' entries in
     order; `hive.acid.stats`: their sums), then remove the parts. A part no row survived in wrote no file.
-    Memory: a copy buffer; time: one pass over the parts' bytes (the driver's, once per split bucket)."""
+    Memory: a copy buffer; time: one pass over the parts' bytes but the first's, which on a local filesystem
+    becomes the bucket's file in place (the driver's, once per split bucket)."""
     split = sorted({work.bucket for work in plan.buckets if work.part is not None})
     if not split:
         return
@@ -217,5 +218,6 @@ def join_parts(fs: FileSystem, plan: CompactionPlan) -> None:
                     STATS_KEY: AcidStats(sum(s.inserts for s in stats), sum(s.updates for s in stats),
                                          sum(s.deletes for s in stats)).serialize(),
                     VERSION_KEY: ACID_VERSION.encode()}
-        concatenate(fs, paths, fs.join(plan.temp_dir(final), bucket_file_name(bucket)), user_metadata=metadata)
+        concatenate(fs, paths, fs.join(plan.temp_dir(final), bucket_file_name(bucket)), user_metadata=metadata,
+                    consume_first=True)
     fs.delete_dir(parts_dir)
