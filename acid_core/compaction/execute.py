@@ -29,7 +29,7 @@ from acid_core.merge import KEY_COLUMNS, ReadPlan, SnapshotReader, conform_colum
 from acid_core.rowid import encode_bucket
 from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
 from acid_core.orc_concat import concatenate
-from acid_core.orc_events import (ACID_VERSION, CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS,
+from acid_core.orc_events import (ACID_VERSION, BATCH_ROWS, CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS,
                                   KEY_INDEX_KEY, STATS_KEY, VERSION_KEY, AcidStats, EventFile)
 from acid_core.sorted_merge import merge_sorted
 from acid_core.types import arrow_struct
@@ -56,7 +56,11 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
 
     def conformed(source) -> Iterator[pa.Table]:
         for piece in reader.stream(source, after=work.after, up_to=work.up_to):
-            yield _declared_types(conform_columns(piece, names, source.path), row_type)
+            piece = _declared_types(conform_columns(piece, names, source.path), row_type)
+            # A stripe goes on in slices (views), so what is copied downstream (deletes dropped, events built)
+            # is a slice at a time while the stripe waits to be used up, not a second stripe.
+            for start in range(0, piece.num_rows, BATCH_ROWS):
+                yield piece.slice(start, BATCH_ROWS)
 
     # A key-interval task (rebalance, part of a split bucket) skips the files whose lowest write id lies above its
     # interval (the deltas, for every part of a base's range) without opening them; its rows all lie above `after`.
