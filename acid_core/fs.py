@@ -180,6 +180,17 @@ class FileSystem:
         except OSError as exc:
             raise _wrap("create", path, exc) from exc
 
+    def cut_for_appending(self, path: str, length: int):
+        """On a local filesystem: cut the file to its first `length` bytes and return a binary file appending to it;
+        elsewhere None (object stores cannot cut a file, and copying it is what the caller does instead)."""
+        if not isinstance(self._fs, pafs.LocalFileSystem):
+            return None
+        try:
+            os.truncate(path, length)
+            return open(path, "ab")
+        except OSError as exc:
+            raise _wrap("cut", path, exc) from exc
+
 
 class LocalScratch:
     """A local file to build a data file in before it is put in place (ORC tails are patched in place locally)."""

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from acid_core.delete_events import (DeleteCursor, DeleteRegistry, Key, KeyArrays, read_delete_keys,
                                      valid_write_id_mask, without_deleted)
-from acid_core.errors import SchemaMismatchError, UnsortedEventsError
+from acid_core.errors import SchemaMismatchError, UnsortedEventsError, UsageError
 from acid_core.fs import FileSystem
 from acid_core.layout import (ParsedDelta, is_hidden, parse_bucket_file, parse_directory, parse_original_file,
                               side_file_name)
@@ -497,6 +497,8 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
     with 0) streamed, one stripe per delete file. Same arguments as `read_snapshot`; the schema comes from the
     files' footers.
     """
+    if batch_rows < 1:
+        raise UsageError(f"batch_rows must be at least 1, got {batch_rows!r}")
     fs, write_ids, plan = _plan_snapshot(location, write_ids, txns, missing_ok=missing_ok, fs=fs)
     # In row__id order the files' streams are merged first and the deletes applied to the merged stream once (one
     # delete stripe per delete file on the sort-merge path, not one per merged file); in file order each file's
@@ -514,7 +516,11 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
 
     def pieces(source: InsertSource):
         for table in reader.stream(source):
-            yield conform_columns(table, names, source.path)
+            table = conform_columns(table, names, source.path)
+            # A stripe goes on in views of `batch_rows`: what is copied downstream (deletes dropped after the
+            # merge, row__id built) is a batch at a time, not a second stripe.
+            for start in range(0, table.num_rows, batch_rows):
+                yield table.slice(start, batch_rows)
 
     streams = [pieces(source) for source in plan.inserts]
     if order_by_row_id:

@@ -14,11 +14,8 @@ Memory: a copy buffer and the tails; time: one pass over the bytes.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Mapping, Sequence
-
-import pyarrow.fs as pafs
 
 from acid_core.errors import CorruptFileError, SchemaMismatchError
 from acid_core.fs import FileSystem
@@ -142,14 +139,16 @@ def _header_length(part: _Part) -> int:
     return _uint(part.values(_F_HEADER_LENGTH)[0]) if part.values(_F_HEADER_LENGTH) else len(_HEADER)
 
 
-def _output(fs: FileSystem, destination: str, first: _Part, reuse: bool):
-    """The file to write: a new `destination`, or (`reuse`) the first source cut after its stripes, appended to."""
-    if not reuse:
-        stream = fs.open_output(destination)
-        stream.write(_HEADER)
-        return stream
-    os.truncate(first.path, len(_HEADER) + first.content_length)
-    return open(first.path, "ab")
+def _output(fs: FileSystem, destination: str, first: _Part, consume_first: bool):
+    """The file to write and whether it is the first source (cut after its stripes, appended to; local only) or a
+    new `destination`."""
+    if consume_first and _header_length(first) == len(_HEADER):
+        stream = fs.cut_for_appending(first.path, len(_HEADER) + first.content_length)
+        if stream is not None:
+            return stream, True
+    stream = fs.open_output(destination)
+    stream.write(_HEADER)
+    return stream, False
 
 
 def concatenate(fs: FileSystem, sources: Sequence[str], destination: str, *,
@@ -172,11 +171,10 @@ def concatenate(fs: FileSystem, sources: Sequence[str], destination: str, *,
         raise SchemaMismatchError(f"{destination}: the files to concatenate differ in schema or compression "
                                   f"({', '.join(sources)})")
     first = parts[0]
-    reuse = (consume_first and isinstance(fs.arrow, pafs.LocalFileSystem) and _header_length(first) == len(_HEADER)
-             and len(set(sources)) == len(sources))
+    out, reuse = _output(fs, destination, first, consume_first and len(set(sources)) == len(sources))
     stripes, stripe_stats, rows = [], [], 0
     position = len(_HEADER)
-    with _output(fs, destination, first, reuse) as out:
+    with out:
         for index, part in enumerate(parts):
             header = _header_length(part)
             stripes += [_moved_stripe(raw, position - header) for raw in part.values(_F_STRIPES)]

@@ -41,6 +41,10 @@ DEFAULT_CONF: Mapping[str, str] = {
     # spark.executor.pyspark.memory (an address-space limit) fails an 8M-row compaction at 1.5 GiB while its RSS peaks
     # near 0.5 GiB; with jemalloc the same compaction runs under that cap and peaks at 426 MiB instead of 507.
     "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
+    # glibc gives every new thread (pyarrow's I/O pool, a streamed ORC read, an encoding thread) an arena of 64 MiB
+    # of address space: two threads' arenas made a capped worker's 7 MB allocation fail. Two arenas in all, as
+    # Hadoop caps them for its containers.
+    "spark.executorEnv.MALLOC_ARENA_MAX": "2",
     # Every Python worker is capped (Spark enforces it as an address-space limit): reads, writes and compactions
     # stream a stripe or a batch at a time, so a partition of any size fits; a job may ask for more (conf=...).
     PYSPARK_MEMORY_CONF: DEFAULT_PYSPARK_MEMORY,

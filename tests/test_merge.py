@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid_core.errors import SchemaMismatchError
+from acid_core.errors import SchemaMismatchError, UsageError
 from acid_core.layout import ACID_FORMAT_FILE
 from acid_core.merge import read_batches, read_snapshot
 from acid_core.orc_events import INSERT_OPERATION, EventFileWriter, parse_columns
@@ -397,6 +397,11 @@ def test_read_batches_in_file_order_has_the_same_rows(random_table):
     streamed = read_batches(str(location)).read_all()
     assert streamed.column_names == ["id", "name", "amount"]
     assert table_rows(streamed) == sorted(model.visible().values(), key=repr)
+
+
+def test_read_batches_refuses_a_batch_of_no_rows(tmp_path):
+    with pytest.raises(UsageError, match="batch_rows must be at least 1, got 0"):
+        read_batches(str(tmp_path), missing_ok=True, batch_rows=0)
 
 
 def test_read_batches_of_an_empty_or_missing_partition(tmp_path):

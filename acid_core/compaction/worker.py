@@ -10,7 +10,6 @@ the retry (or the cleaner) removes. Running a compaction that already finished c
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 from dataclasses import dataclass
@@ -82,10 +81,9 @@ def stripe_size(table) -> int:
 
 
 def local_runner(plan: CompactionPlan) -> list[BucketResult]:
-    """Run every bucket task in this process, one after another, each encoding its output on a second thread when
-    the machine has a second core (nothing else of this process runs meanwhile)."""
-    background = (os.cpu_count() or 1) > 1
-    return [run_bucket(plan, work, background=background) for work in plan.buckets]
+    """Run every bucket task in this process, one after another, each encoding its output on a second thread
+    (nothing else of this process runs meanwhile)."""
+    return [run_bucket(plan, work, background=True) for work in plan.buckets]
 
 
 @dataclass(frozen=True, slots=True)
