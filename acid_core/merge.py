@@ -516,11 +516,7 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
 
     def pieces(source: InsertSource):
         for table in reader.stream(source):
-            table = conform_columns(table, names, source.path)
-            # A stripe goes on in views of `batch_rows`: what is copied downstream (deletes dropped after the
-            # merge, row__id built) is a batch at a time, not a second stripe.
-            for start in range(0, table.num_rows, batch_rows):
-                yield table.slice(start, batch_rows)
+            yield conform_columns(table, names, source.path)
 
     streams = [pieces(source) for source in plan.inserts]
     if order_by_row_id:
