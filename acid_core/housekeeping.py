@@ -41,6 +41,8 @@ class HousekeepingReport:
     purged_history: int = 0
     removed_aborted_txns: tuple[int, ...] = ()
     removed_write_set_rows: int = 0
+    trimmed_write_id_rows: int = 0
+    collapsed_completed_rows: int = 0
     problems: tuple[str, ...] = ()
 
     @property
@@ -48,7 +50,8 @@ class HousekeepingReport:
         """Whether this run changed anything in the metastore or on the filesystem."""
         return bool(self.timed_out_txns or self.failed_compactions or self.reverted_compactions or self.aborted_compactor_txns
                     or self.removed_directories or self.removed_staging or self.expired_leases or self.purged_history
-                    or self.removed_aborted_txns or self.removed_write_set_rows)
+                    or self.removed_aborted_txns or self.removed_write_set_rows or self.trimmed_write_id_rows
+                    or self.collapsed_completed_rows)
 
     def summary(self) -> str:
         """One line for a log."""
@@ -58,7 +61,9 @@ class HousekeepingReport:
                 f"{len(self.removed_directories)} hidden directories), removed {len(self.removed_staging)} staging "
                 f"directories of killed writes, expired {len(self.expired_leases)} reader "
                 f"leases, purged {self.purged_history} history entries, removed {len(self.removed_aborted_txns)} "
-                f"empty aborted transactions and {self.removed_write_set_rows} WRITE_SET rows"
+                f"aborted transactions with nothing left to clean, {self.removed_write_set_rows} WRITE_SET rows, "
+                f"{self.trimmed_write_id_rows} TXN_TO_WRITE_ID rows and {self.collapsed_completed_rows} duplicate "
+                "COMPLETED_TXN_COMPONENTS rows"
                 + (f"; {len(self.problems)} problems" if self.problems else ""))
 
 
@@ -75,8 +80,12 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
        Hive: a killed write's leftovers);
     3. expire reader leases not heartbeated for `lease_timeout_ms`;
     4. purge compaction history beyond `history`;
-    5. forget aborted transactions that wrote nothing (if `clean_empty_aborted`) and WRITE_SET rows no open or
-       future transaction can conflict with.
+    5. forget what no snapshot can need (Hive's performWriteSetGC, cleanEmptyAbortedAndCommittedTxns,
+       cleanTxnToWriteIdTable and removeDuplicateCompletedTxnComponents): WRITE_SET rows no open or future
+       transaction can conflict with; aborted transactions with nothing left to clean (if `clean_empty_aborted`,
+       `_forget_aborted`); TXN_TO_WRITE_ID rows below the lowest open or aborted transaction; COMPLETED_TXN_COMPONENTS
+       rows that a newer write id of the same partition stands for. Each is a delete by index, so a run costs what it
+       removes plus the open and aborted transactions, not the history.
 
     Raises:
         UsageError: a timeout is not positive (it would revert live workers or drop live leases).
@@ -92,14 +101,18 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
     staging, staging_problems = remove_abandoned_staging(metastore)
     expired = metastore.leases.expire(lease_timeout_ms)
     purged = metastore.compactions.purge_history(history)
-    removed_txns = metastore.db.run("remove empty aborted transactions", _remove_empty_aborted) \
-        if clean_empty_aborted else []
     write_set_rows = metastore.db.run("garbage-collect WRITE_SET", _collect_write_set)
+    cutoff = metastore.db.clock.now_ms() - metastore.txns.txn_timeout_ms
+    removed_txns = metastore.db.run("forget aborted transactions with nothing left to clean",
+                                    lambda conn: _forget_aborted(conn, cutoff)) if clean_empty_aborted else []
+    trimmed = metastore.db.run("trim TXN_TO_WRITE_ID", _trim_write_id_history)
+    collapsed = metastore.db.run("collapse COMPLETED_TXN_COMPONENTS", _collapse_completed)
     return HousekeepingReport(
         timed_out_txns=tuple(timed_out), failed_compactions=tuple(entry.id for entry in failed),
         reverted_compactions=tuple(reverted), aborted_compactor_txns=tuple(aborted),
         removed_directories=tuple(removed), removed_staging=tuple(staging), expired_leases=tuple(expired), purged_history=purged,
-        removed_aborted_txns=tuple(removed_txns), removed_write_set_rows=write_set_rows, problems=tuple(problems + staging_problems))
+        removed_aborted_txns=tuple(removed_txns), removed_write_set_rows=write_set_rows, trimmed_write_id_rows=trimmed,
+        collapsed_completed_rows=collapsed, problems=tuple(problems + staging_problems))
 
 
 def _revert_dead_workers(metastore: Metastore, worker_timeout_ms: int
@@ -144,15 +157,60 @@ def _remove_hidden_results(metastore: Metastore, entry: CompactionInfo) -> list[
     return removed
 
 
-def _remove_empty_aborted(conn: Connection) -> list[int]:
-    """Aborted transactions with no TXN_COMPONENTS and no write id are indistinguishable from committed empty ones
-    (Hive's cleanEmptyAbortedAndCommittedTxns). One that got a write id stays: its write id must stay invalid."""
+def _forget_aborted(conn: Connection, cutoff_ms: int) -> list[int]:
+    """Aborted transactions with nothing left to clean (Hive's cleanEmptyAbortedAndCommittedTxns): no TXN_COMPONENTS
+    (never recorded a write, or the cleaner removed what it wrote: `mark_cleaned` drops the components up to the
+    compaction's highest write id) and no staging record (housekeeping removed its staging directories). Its write ids
+    then name no row on disk, so they may turn valid. One that holds a write id goes only once its last heartbeat is
+    older than hive.txn.timeout (`cutoff_ms`): a writer that was aborted while still running has stopped by then
+    (its heartbeat and commit fail, and it removes what it published)."""
     t = s.txns.c
+    quiet = sa.or_(t.TXN_LAST_HEARTBEAT < cutoff_ms, ~sa.exists().where(s.txn_to_write_id.c.T2W_TXNID == t.TXN_ID))
     removed = conn.execute(s.txns.delete().where(
         t.TXN_STATE == TXN_ABORTED,
         ~sa.exists().where(s.txn_components.c.TC_TXNID == t.TXN_ID),
-        ~sa.exists().where(s.txn_to_write_id.c.T2W_TXNID == t.TXN_ID)).returning(t.TXN_ID)).scalars().all()
+        ~sa.exists().where(s.txn_staging.c.TS_TXNID == t.TXN_ID), quiet).returning(t.TXN_ID)).scalars().all()
     return sorted(removed)
+
+
+def _lowest_uncommitted(conn: Connection) -> int:
+    """Hive's min_uncommitted_txnid: every transaction below it committed (or was an aborted one now forgotten), so
+    every snapshot sees all of them (a snapshot's high watermark is at least its own open transaction)."""
+    t = s.txns.c
+    candidates = [conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT)).scalar_one(),
+                  conn.execute(sa.select(sa.func.min(s.write_set.c.WS_COMMIT_ID))).scalar_one_or_none(),
+                  conn.execute(sa.select(sa.func.min(t.TXN_ID)).where(t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED))))
+                  .scalar_one_or_none()]
+    return min(value for value in candidates if value is not None)
+
+
+def _trim_write_id_history(conn: Connection) -> int:
+    """Hive's cleanTxnToWriteIdTable: TXN_TO_WRITE_ID rows of transactions below the lowest uncommitted one. A
+    snapshot finds its high watermark from NEXT_WRITE_ID and its exceptions from the rows that stay, so nothing it
+    computes changes; NEXT_WRITE_ID keeps write ids from repeating."""
+    return conn.execute(s.txn_to_write_id.delete().where(
+        s.txn_to_write_id.c.T2W_TXNID < _lowest_uncommitted(conn))).rowcount
+
+
+def _collapse_completed(conn: Connection, *, limit: int = 1000) -> int:
+    """Hive's removeDuplicateCompletedTxnComponents: in each partition with several COMPLETED_TXN_COMPONENTS rows,
+    the row of the highest write id stands for the others (it takes their newest time and their update/delete
+    flag). Commits already collapse their own partition's rows, so this finds what concurrent commits left; at most
+    `limit` partitions per run."""
+    ctc = s.completed_txn_components.c
+    groups = conn.execute(sa.select(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION, sa.func.max(ctc.CTC_WRITEID),
+                                    sa.func.max(ctc.CTC_TIMESTAMP), sa.func.max(ctc.CTC_UPDATE_DELETE))
+                          .where(ctc.CTC_WRITEID.is_not(None))
+                          .group_by(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION)
+                          .having(sa.func.min(ctc.CTC_WRITEID) < sa.func.max(ctc.CTC_WRITEID)).limit(limit)).all()
+    removed = 0
+    for database, table, partition, write_id, newest, update_delete in groups:
+        same = (ctc.CTC_DATABASE == database, ctc.CTC_TABLE == table,
+                ctc.CTC_PARTITION.is_(None) if partition is None else ctc.CTC_PARTITION == partition)
+        removed += conn.execute(s.completed_txn_components.delete().where(*same, ctc.CTC_WRITEID < write_id)).rowcount
+        conn.execute(s.completed_txn_components.update().where(*same, ctc.CTC_WRITEID == write_id)
+                     .values(CTC_TIMESTAMP=newest, CTC_UPDATE_DELETE=update_delete))
+    return removed
 
 
 def _collect_write_set(conn: Connection) -> int:

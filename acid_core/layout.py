@@ -31,6 +31,10 @@ _BUCKET_RE = re.compile(r"bucket_([0-9]+)(_[0-9]+)?")
 _ORIGINAL_RE = re.compile(r"([0-9]+)_[0-9]+")
 _ORIGINAL_COPY_RE = re.compile(r"([0-9]+)_[0-9]+_copy_([0-9]+)")
 _HEX2_RE = re.compile(r"[0-9A-Fa-f]{2}")
+# The names writers make (unsigned numbers of at most 18 digits, always inside Java's long range), parsed by one
+# regular expression; anything else (signs, longer numbers, malformed names) takes the checking path below.
+_PLAIN_DELTA_RE = re.compile(r"(delete_)?delta_([0-9]{1,18})_([0-9]{1,18})(?:_([0-9]{1,18}))?(?:_v([0-9]{1,18}))?")
+_PLAIN_BASE_RE = re.compile(r"base_([0-9]{1,18})(?:_v([0-9]{1,18}))?")
 _JAVA_LONG_MIN = -(2**63)
 _JAVA_LONG_MAX = 2**63 - 1
 
@@ -99,6 +103,10 @@ def parse_base(name: str) -> ParsedBase:
     Raises:
         InvalidNameError: the name does not start with `base_` or a number is malformed.
     """
+    plain = _PLAIN_BASE_RE.fullmatch(name)
+    if plain is not None:
+        visibility = plain.group(2)
+        return ParsedBase(name, int(plain.group(1)), int(visibility) if visibility else 0)
     if not name.startswith(BASE_PREFIX):
         raise InvalidNameError(f"{name!r} is not a base directory name (expected base_<writeId>[_v<txnId>])")
     rest, visibility = _split_visibility(name[len(BASE_PREFIX):], name)
@@ -111,6 +119,12 @@ def parse_delta(name: str) -> ParsedDelta:
     Raises:
         InvalidNameError: the prefix is wrong, a part is missing or a number is malformed.
     """
+    plain = _PLAIN_DELTA_RE.fullmatch(name)
+    if plain is not None:
+        delete, low, high, statement, visibility = plain.groups()
+        if int(low) <= int(high):
+            return ParsedDelta(name, int(low), int(high), None if statement is None else int(statement),
+                               int(visibility) if visibility else 0, delete is not None)
     if name.startswith(DELETE_DELTA_PREFIX):
         is_delete, prefix = True, DELETE_DELTA_PREFIX
     elif name.startswith(DELTA_PREFIX):

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field, replace
 
 from acid_core.errors import DirectoryVanishedError, FileSystemError, LayoutError, NotEnoughHistoryError
-from acid_core.fs import FileEntry, FileSystem
+from acid_core.fs import FileEntry, FileSystem, concurrently
 from acid_core.layout import (ParsedBase, ParsedDelta, METADATA_FILE, is_hidden, parse_directory)
 from acid_core.validity import RangeResponse, ValidTxnList, ValidWriteIdList
 
@@ -19,29 +19,37 @@ _JAVA_LONG_MIN = -(2**63)
 
 @dataclass(frozen=True, slots=True)
 class ListedEntry:
-    """A visible child of a partition directory; ACID directories carry their own children."""
+    """A visible child of a partition directory; ACID directories carry their own children and their parsed name
+    (`parsed`, None for a file or an original directory)."""
 
     name: str
     is_dir: bool
     size: int = 0
     children: tuple[FileEntry, ...] = ()
     compacted_marker: bool = False
+    parsed: ParsedBase | ParsedDelta | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionListing:
-    """Everything getAcidState needs to know about one partition directory, gathered in one pass."""
+    """Everything getAcidState needs to know about one partition directory, gathered in one pass, indexed by name."""
 
     location: str
     entries: tuple[ListedEntry, ...]
     original_dir_files: tuple[FileEntry, ...] = ()
+    _by_name: dict[str, ListedEntry] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {entry.name: entry for entry in self.entries})
+
+    def entry(self, name: str) -> ListedEntry | None:
+        """The entry of that name, if listed (a dictionary lookup)."""
+        return self._by_name.get(name)
 
     def children(self, name: str) -> tuple[FileEntry, ...]:
         """Files inside the named base or delta directory."""
-        for entry in self.entries:
-            if entry.name == name:
-                return entry.children
-        return ()
+        entry = self._by_name.get(name)
+        return entry.children if entry is not None else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,13 +148,31 @@ def list_partition(fs: FileSystem, location: str, *, missing_ok: bool = False) -
             entries.append(ListedEntry(entry.name, True))
             continue
         marker = isinstance(parsed, ParsedBase) and parsed.visibility_txn_id == 0 and _compacted_marker(fs, entry.path)
-        entries.append(ListedEntry(entry.name, True, compacted_marker=marker))
+        entries.append(ListedEntry(entry.name, True, compacted_marker=marker, parsed=parsed))
     return PartitionListing(location, tuple(entries), tuple(original_dir_files))
+
+
+def _list_read_directory(fs: FileSystem, path: str) -> tuple[FileEntry, ...]:
+    """The children of a directory the snapshot reads.
+
+    Raises:
+        DirectoryVanishedError: it does not exist (any more).
+    """
+    try:
+        return tuple(fs.list_dir(path))
+    except FileSystemError as exc:
+        if fs.exists(path):
+            raise
+        raise DirectoryVanishedError(f"directory {path!r}, which this snapshot reads, does not exist any more: it was "
+                                     "removed while the snapshot was open (a reader must hold a transaction or a "
+                                     "reader lease for the cleaner to keep what it reads)") from exc
 
 
 def with_files(fs: FileSystem, state: "DirectoryState") -> "DirectoryState":
     """The state with the files of the directories it reads (base and deltas) listed, and only those: an obsolete or
     aborted directory removed by a cleaner meanwhile is never touched.
+
+    Cost: one listing per directory read, `fs.io_threads` of them at a time; time and memory linear in the entries.
 
     Raises:
         DirectoryVanishedError: a directory the snapshot reads does not exist (any more): its reader was not protected by
@@ -155,22 +181,17 @@ def with_files(fs: FileSystem, state: "DirectoryState") -> "DirectoryState":
     if state.listing is None:
         return state
     needed = {delta.name for delta in state.deltas} | ({state.base.name} if state.base else set())
-    entries = []
-    for entry in state.listing.entries:
-        if entry.name in needed and entry.is_dir and not entry.children:
-            path = fs.join(state.location, entry.name)
-            try:
-                children = tuple(fs.list_dir(path))
-            except FileSystemError as exc:
-                if fs.exists(path):
-                    raise
-                raise DirectoryVanishedError(f"directory {path!r}, which this snapshot reads, does not exist any more: it was "
-                                      "removed while the snapshot was open (a reader must hold a transaction or a "
-                                      "reader lease for the cleaner to keep what it reads)") from exc
-            size = sum(child.size for child in children if not child.is_dir and not is_hidden(child.name))
-            entry = ListedEntry(entry.name, True, size, children, entry.compacted_marker)
-        entries.append(entry)
-    return replace(state, listing=replace(state.listing, entries=tuple(entries)))
+    unlisted = [entry for entry in state.listing.entries if entry.name in needed and entry.is_dir and not entry.children]
+    if not unlisted:
+        return state
+    listed = concurrently(lambda entry: _list_read_directory(fs, fs.join(state.location, entry.name)), unlisted,
+                          threads=fs.io_threads)
+    replaced = {}
+    for entry, children in zip(unlisted, listed):
+        size = sum(child.size for child in children if not child.is_dir and not is_hidden(child.name))
+        replaced[entry.name] = ListedEntry(entry.name, True, size, children, entry.compacted_marker, entry.parsed)
+    entries = tuple(replaced.get(entry.name, entry) for entry in state.listing.entries)
+    return replace(state, listing=replace(state.listing, entries=entries))
 
 
 def get_acid_state(location: str, *, write_ids: ValidWriteIdList, txns: ValidTxnList | None = None,
@@ -307,7 +328,7 @@ def acid_state(listing: PartitionListing, *, write_ids: ValidWriteIdList, txns: 
             if entry.size > 0 or not ignore_empty_files:
                 original_files.append(entry.name)
             continue
-        parsed = parse_directory(entry.name)
+        parsed = entry.parsed if entry.parsed is not None else parse_directory(entry.name)
         if isinstance(parsed, ParsedBase):
             walk.add_base(parsed, entry.compacted_marker)
         elif isinstance(parsed, ParsedDelta):

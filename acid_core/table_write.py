@@ -167,8 +167,17 @@ class TableWrite:
             self._staged.append((staging, final))
 
     def publish(self) -> tuple[str, ...]:
-        """Rename every remembered staging directory into place, each with its ACID format file first."""
+        """Rename every remembered staging directory into place, each with its ACID format file first.
+
+        A heartbeat first: a write whose transaction was aborted meanwhile (timed out, or by an operator) publishes
+        nothing, so no directory with its write id appears after the cleaner and housekeeping forgot it.
+
+        Raises:
+            TxnAbortedError, NoSuchTxnError: the transaction is no longer open.
+        """
         fs = self.location().fs
+        if self._staged[len(self._published):]:
+            self.metastore.txns.heartbeat(self.txn_id)
         for staging, final in self._staged[len(self._published):]:
             fs.write_atomically(fs.join(staging, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
             fs.rename(staging, final)

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from acid_core.errors import (AcidError, DirectoryVanishedError, MetastoreError, NoSuchObjectError,
-                              NotEnoughHistoryError)
+                              NotEnoughHistoryError, UsageError)
 from acid_core.layout import parse_bucket_file
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
@@ -75,6 +75,46 @@ def _same_partition(column, partition: str | None):
     return column.is_(None) if partition is None else column == partition
 
 
+FETCH_SIZE = 1000  # metastore.compactor.fetch.size
+MAX_FETCH_SIZE = 100_000
+CHECK_SLACK_MS = 60_000  # re-read a minute of commits: a commit's timestamp is taken before it becomes visible
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Cursor:
+    """Where the initiator's reading of COMPLETED_TXN_COMPONENTS stands: rows after (timestamp, transaction id)."""
+
+    timestamp_ms: int
+    txn_id: int
+
+    def __str__(self) -> str:
+        return f"{self.timestamp_ms}:{self.txn_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Cursor":
+        """`<ms>:<txn id>`, or a plain millisecond time (a poll's start, as earlier versions stored it).
+
+        Raises:
+            UsageError: the text is neither.
+        """
+        head, _, tail = text.strip().partition(":")
+        try:
+            if not tail:
+                return cls(int(head) - CHECK_SLACK_MS, -1)
+            return cls(int(head), int(tail))
+        except ValueError:
+            raise UsageError(f"initiator cursor {text!r} is not '<milliseconds>:<transaction id>'") from None
+
+
+@dataclass(frozen=True, slots=True)
+class InitiatorCycle:
+    """One bounded initiator poll: its decisions, where the next poll continues, and whether it read everything."""
+
+    decisions: tuple[Decision, ...]
+    cursor: str
+    complete: bool
+
+
 def find_candidates(metastore: Metastore, *, last_checked_ms: int | None,
                     aborted_threshold: int = ABORTED_THRESHOLD,
                     aborted_time_threshold_ms: int = ABORTED_TIME_THRESHOLD_MS) -> list[Candidate]:
@@ -88,41 +128,65 @@ def find_candidates(metastore: Metastore, *, last_checked_ms: int | None,
         aborted_time_threshold_ms: an aborted transaction that started longer ago flags `has_old_abort`
             (negative disables the check, as in Hive).
     """
+    after = Cursor(last_checked_ms, -1) if last_checked_ms is not None else None
+    return _read_candidates(metastore, after=after, limit=None, aborted_threshold=aborted_threshold,
+                            aborted_time_threshold_ms=aborted_time_threshold_ms)[0]
+
+
+def _read_candidates(metastore: Metastore, *, after: Cursor | None, limit: int | None, aborted_threshold: int,
+                     aborted_time_threshold_ms: int) -> tuple[list[Candidate], Cursor | None, bool]:
+    """The candidates, the position of the last commit row read, and whether `limit` left rows unread.
+
+    With a `limit`, each of the three reads is bounded and fair: commit rows in (timestamp, transaction) order
+    from `after` by index (the oldest unchecked writes first, the next poll continues where this one stopped);
+    retries of failed partitions and partitions with aborts, the least recently tried first.
+    """
     ctc, cc, tc, txns = s.completed_txn_components.c, s.completed_compactions.c, s.txn_components.c, s.txns.c
     now = metastore.db.clock.now_ms()
 
-    def read(conn: Connection) -> tuple[set, list]:
-        written = sa.select(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION).where(ctc.CTC_TABLE.is_not(None))
-        if last_checked_ms is not None:
-            written = written.where(ctc.CTC_TIMESTAMP >= last_checked_ms)
-        keys = set(conn.execute(written.distinct()).all())
+    def read(conn: Connection) -> tuple[list, list, list]:
+        written = sa.select(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION, ctc.CTC_TIMESTAMP, ctc.CTC_TXNID
+                            ).where(ctc.CTC_TABLE.is_not(None))
+        if after is not None:
+            written = written.where(ctc.CTC_TIMESTAMP >= after.timestamp_ms,
+                                    sa.or_(ctc.CTC_TIMESTAMP > after.timestamp_ms, ctc.CTC_TXNID > after.txn_id))
+        if limit is not None:
+            written = written.order_by(ctc.CTC_TIMESTAMP, ctc.CTC_TXNID).limit(limit)
+        rows = conn.execute(written).all()
 
         newest = (sa.select(sa.func.max(cc.CC_ID).label("newest"))
                   .group_by(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION).subquery())
         has_components = sa.exists().where(ctc.CTC_DATABASE == cc.CC_DATABASE, ctc.CTC_TABLE == cc.CC_TABLE,
                                            ctc.CTC_PARTITION.is_not_distinct_from(cc.CC_PARTITION))
-        keys.update(conn.execute(sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
-                                 .join(newest, cc.CC_ID == newest.c.newest)
-                                 .where(cc.CC_STATE.in_((CompactionState.FAILED.value,
-                                                         CompactionState.DID_NOT_INITIATE.value)), has_components))
-                    .all())
+        retries = (sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
+                   .join(newest, cc.CC_ID == newest.c.newest)
+                   .where(cc.CC_STATE.in_((CompactionState.FAILED.value, CompactionState.DID_NOT_INITIATE.value)),
+                          has_components))
+        if limit is not None:
+            retries = retries.order_by(cc.CC_ID).limit(limit)
+        aborted = (sa.select(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, sa.func.min(txns.TXN_STARTED),
+                             sa.func.count())
+                   .select_from(s.txns.join(s.txn_components, txns.TXN_ID == tc.TC_TXNID))
+                   .where(txns.TXN_STATE == TXN_ABORTED, tc.TC_TABLE.is_not(None))
+                   .group_by(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION))
+        if limit is not None:
+            aborted = aborted.order_by(sa.func.min(txns.TXN_STARTED)).limit(limit)
+        return rows, conn.execute(retries).all(), conn.execute(aborted).all()
 
-        aborted = conn.execute(
-            sa.select(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, sa.func.min(txns.TXN_STARTED), sa.func.count())
-            .select_from(s.txns.join(s.txn_components, txns.TXN_ID == tc.TC_TXNID))
-            .where(txns.TXN_STATE == TXN_ABORTED, tc.TC_TABLE.is_not(None))
-            .group_by(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION)).all()
-        return keys, aborted
-
-    keys, aborted = metastore.db.run("find potential compactions", read, write=False, snapshot=True)
-    candidates = {tuple(key): Candidate(*key) for key in keys}
+    rows, retries, aborted = metastore.db.run("find potential compactions", read, write=False, snapshot=True)
+    keys = {(row[0], row[1], row[2]) for row in rows}
+    keys.update(tuple(row) for row in retries)
+    candidates = {key: Candidate(*key) for key in keys}
     for database, table, partition, oldest, count in aborted:
         too_many = count > aborted_threshold
         too_old = aborted_time_threshold_ms >= 0 and oldest + aborted_time_threshold_ms < now
         if too_many or too_old:
             candidates[(database, table, partition)] = Candidate(database, table, partition, too_many, too_old,
                                                                  count, oldest)
-    return [candidates[key] for key in sorted(candidates, key=lambda k: (k[0], k[1], k[2] or ""))]
+    last = Cursor(rows[-1].CTC_TIMESTAMP, rows[-1].CTC_TXNID) if rows else None
+    complete = limit is None or len(rows) < limit
+    ordered = [candidates[key] for key in sorted(candidates, key=lambda k: (k[0], k[1], k[2] or ""))]
+    return ordered, last, complete
 
 
 def _skip(candidate: Candidate, reason: str) -> Decision:
@@ -340,16 +404,62 @@ def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_m
                   delta_num_threshold: int = DELTA_NUM_THRESHOLD, delta_pct_threshold: float = DELTA_PCT_THRESHOLD,
                   failed_threshold: int = FAILED_THRESHOLD, failed_retry_time_ms: int = FAILED_RETRY_TIME_MS,
                   rebalance_bucket_bytes: int = REBALANCE_BUCKET_BYTES) -> list[Decision]:
-    """One initiator cycle: find candidates, decide each, queue the compactions (nothing is written on a dry run).
+    """One unbounded initiator cycle over the commits since `last_checked_ms` (all when None): find candidates,
+    decide each, queue the compactions (nothing is written on a dry run). `initiator_cycle` is the bounded poll.
 
     A candidate whose decision raised an AcidError gets a `did not initiate` history entry (it makes the partition
     a candidate again next cycle, as in Hive) and a Decision without a type saying why.
     """
+    candidates = find_candidates(metastore, last_checked_ms=last_checked_ms, aborted_threshold=aborted_threshold,
+                                 aborted_time_threshold_ms=aborted_time_threshold_ms)
+    return _decide_all(metastore, candidates, dry_run=dry_run, delta_num_threshold=delta_num_threshold,
+                       delta_pct_threshold=delta_pct_threshold, failed_threshold=failed_threshold,
+                       failed_retry_time_ms=failed_retry_time_ms, rebalance_bucket_bytes=rebalance_bucket_bytes)
+
+
+def initiator_cycle(metastore: Metastore, *, cursor: str | None, fetch_size: int = FETCH_SIZE, dry_run: bool = False,
+                    aborted_threshold: int = ABORTED_THRESHOLD,
+                    aborted_time_threshold_ms: int = ABORTED_TIME_THRESHOLD_MS,
+                    delta_num_threshold: int = DELTA_NUM_THRESHOLD, delta_pct_threshold: float = DELTA_PCT_THRESHOLD,
+                    failed_threshold: int = FAILED_THRESHOLD, failed_retry_time_ms: int = FAILED_RETRY_TIME_MS,
+                    rebalance_bucket_bytes: int = REBALANCE_BUCKET_BYTES) -> InitiatorCycle:
+    """One bounded initiator poll, continuing from `cursor` (the previous poll's; None: from the first commit).
+
+    At most `fetch_size` commit rows are read (metastore.compactor.fetch.size), oldest first, and at most as many
+    failed partitions to retry and partitions with aborts, so a poll of a metastore with millions of commits costs
+    what it reads: a backlog is worked through over several polls (`complete` is False while one remains). The
+    returned cursor re-reads the last minute of commits (a commit's timestamp is taken before it is visible) unless
+    that would not move past `cursor`.
+
+    Raises:
+        UsageError: `fetch_size` is outside 1..100000, or `cursor` is malformed.
+    """
+    if not 1 <= fetch_size <= MAX_FETCH_SIZE:
+        raise UsageError(f"initiator fetch size {fetch_size} is outside 1..{MAX_FETCH_SIZE} "
+                         "(metastore.compactor.fetch.size)")
+    after = Cursor.parse(cursor) if cursor else None
+    started = metastore.db.clock.now_ms()
+    candidates, last, complete = _read_candidates(metastore, after=after, limit=fetch_size,
+                                                  aborted_threshold=aborted_threshold,
+                                                  aborted_time_threshold_ms=aborted_time_threshold_ms)
+    decisions = _decide_all(metastore, candidates, dry_run=dry_run, delta_num_threshold=delta_num_threshold,
+                            delta_pct_threshold=delta_pct_threshold, failed_threshold=failed_threshold,
+                            failed_retry_time_ms=failed_retry_time_ms, rebalance_bucket_bytes=rebalance_bucket_bytes)
+    following = Cursor(started - CHECK_SLACK_MS, -1)
+    if not complete and last is not None:
+        following = min(last, following)
+        if after is not None and following <= after:
+            following = last  # more than a fetch of commits within the last minute: move on regardless
+    return InitiatorCycle(tuple(decisions), str(following), complete)
+
+
+def _decide_all(metastore: Metastore, candidates: list[Candidate], *, dry_run: bool, delta_num_threshold: int,
+                delta_pct_threshold: float, failed_threshold: int, failed_retry_time_ms: int,
+                rebalance_bucket_bytes: int) -> list[Decision]:
     initiator_id = f"{metastore.db.identity.host}-initiator"
     reads = CycleReads(metastore)
     decisions = []
-    for candidate in find_candidates(metastore, last_checked_ms=last_checked_ms, aborted_threshold=aborted_threshold,
-                                     aborted_time_threshold_ms=aborted_time_threshold_ms):
+    for candidate in candidates:
         try:
             decision = decide(metastore, candidate, delta_num_threshold=delta_num_threshold,
                               delta_pct_threshold=delta_pct_threshold, failed_threshold=failed_threshold,

@@ -519,21 +519,35 @@ class CompactionQueue:
     def show(self, *, compaction_id: int | None = None, database: str | None = None, table: str | None = None,
              partition: str | None = None, pool: str | None = None, compaction_type: CompactionType | None = None,
              state: CompactionState | None = None, limit: int | None = None) -> list[CompactionInfo]:
-        """SHOW COMPACTIONS: queue and history, newest activity first, then by enqueue time (Hive's default order)."""
+        """SHOW COMPACTIONS: queue and history, newest activity first, then by enqueue time (Hive's default order).
+
+        The filters and the limit run in SQL on each of the two tables, so a limited SHOW reads at most `limit` rows
+        of each however long the history.
+        """
+        def query(table: sa.Table, prefix: str, history: bool):
+            c = table.c
+            times = [sa.func.coalesce(c[f"{prefix}_{name}"], 0) for name in (("END",) if history else ()) + ("START", "COMMIT_TIME")]
+            activity = (sa.func.greatest if self.db.dialect == "postgresql" else sa.func.max)(*times, 0)
+            where = []
+            for value, column in ((compaction_id, "ID"), (database and database.lower(), "DATABASE"),
+                                  (table_name and table_name.lower(), "TABLE"), (partition, "PARTITION"),
+                                  (compaction_type and compaction_type.value, "TYPE"), (state and state.value, "STATE")):
+                if value is not None:
+                    where.append(c[f"{prefix}_{column}"] == value)
+            if pool is not None:
+                where.append(sa.func.coalesce(c[f"{prefix}_POOL_NAME"], "default") == pool)
+            select = sa.select(table).where(*where).order_by(activity.desc(), sa.func.coalesce(
+                c[f"{prefix}_ENQUEUE_TIME"], 0), c[f"{prefix}_ID"])
+            return select.limit(limit) if limit is not None else select
+
+        table_name = table
+
         def read(conn: Connection) -> list[CompactionInfo]:
-            found = [_from_queue(r) for r in conn.execute(sa.select(s.compaction_queue)).all()]
-            found += [_from_history(r) for r in conn.execute(sa.select(s.completed_compactions)).all()]
+            found = [_from_queue(r) for r in conn.execute(query(s.compaction_queue, "CQ", False)).all()]
+            found += [_from_history(r) for r in conn.execute(query(s.completed_compactions, "CC", True)).all()]
             return found
 
-        entries = self.db.run("show compactions", read, write=False, snapshot=True)
-        wanted = [e for e in entries
-                  if (compaction_id is None or e.id == compaction_id)
-                  and (database is None or e.database == database.lower())
-                  and (table is None or e.table == table.lower())
-                  and (partition is None or e.partition == partition)
-                  and (pool is None or (e.pool_name or "default") == pool)
-                  and (compaction_type is None or e.type is compaction_type)
-                  and (state is None or e.state is state)]
+        wanted = self.db.run("show compactions", read, write=False, snapshot=True)
         wanted.sort(key=lambda e: (-(max(e.end_ms or 0, e.start_ms or 0, e.commit_ms or 0)), e.enqueue_ms or 0, e.id))
         return wanted[:limit] if limit is not None else wanted
 

@@ -16,7 +16,7 @@ def _nn(name: str, type_, *args, **kwargs) -> Column:
     return Column(name, type_, *args, nullable=False, **kwargs)
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 acid_schema_version = _table("ACID_SCHEMA_VERSION", _nn("VERSION", Integer), _nn("APPLIED_AT", BigInteger))
 

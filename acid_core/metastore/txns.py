@@ -211,6 +211,7 @@ class TxnStore:
                  "CTC_UPDATE_DELETE"],
                 sa.select(tc.TC_TXNID, tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, sa.literal(now), tc.TC_WRITEID,
                           update_delete).where(tc.TC_TXNID == txn_id, tc.TC_OPERATION_TYPE != Operation.COMPACT.value)))
+            self._collapse_completed(conn, txn_id)
             conn.execute(s.txn_components.delete().where(tc.TC_TXNID == txn_id))
         if txn_type in (TxnType.COMPACTION, TxnType.REBALANCE_COMPACTION):
             # Hold NEXT_TXN_ID until this commit is visible: a transaction opened from now on gets an id at or
@@ -232,6 +233,25 @@ class TxnStore:
         conn.execute(s.txn_staging.delete().where(s.txn_staging.c.TS_TXNID == txn_id))
         conn.execute(s.txns.delete().where(s.txns.c.TXN_ID == txn_id))
         return None
+
+    @staticmethod
+    def _collapse_completed(conn: Connection, txn_id: int) -> None:
+        """Keep COMPLETED_TXN_COMPONENTS at one row per partition and write: this commit's row stands for the older
+        rows of the same partition with lower write ids (what Hive's housekeeping removeDuplicateCompletedTxnComponents
+        does later), so the table grows with the partitions awaiting compaction, not with the commits. A lower row
+        that says update/delete passes that on. Each delete is an index lookup of one partition."""
+        tc, ctc = s.txn_components.c, s.completed_txn_components.c
+        mine = conn.execute(sa.select(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, sa.func.max(tc.TC_WRITEID)).where(
+            tc.TC_TXNID == txn_id, tc.TC_OPERATION_TYPE != Operation.COMPACT.value, tc.TC_WRITEID.is_not(None))
+            .group_by(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION)).all()
+        for database, table, partition, write_id in mine:
+            same = (ctc.CTC_DATABASE == database, ctc.CTC_TABLE == table,
+                    ctc.CTC_PARTITION.is_(None) if partition is None else ctc.CTC_PARTITION == partition)
+            older = (*same, ctc.CTC_WRITEID < write_id, ctc.CTC_TXNID != txn_id)
+            if conn.execute(s.completed_txn_components.delete().where(*older, ctc.CTC_UPDATE_DELETE == "Y")).rowcount:
+                conn.execute(s.completed_txn_components.update().where(*same, ctc.CTC_TXNID == txn_id)
+                             .values(CTC_UPDATE_DELETE="Y"))
+            conn.execute(s.completed_txn_components.delete().where(*older))
 
     @staticmethod
     def _find_write_conflict(conn: Connection, txn_id: int) -> str | None:
@@ -446,21 +466,32 @@ class TxnStore:
 
     @staticmethod
     def _valid_write_ids(conn: Connection, name: str, txns: ValidTxnList, current_txn: int | None) -> ValidWriteIdList:
-        """The table's write ids as `txns` sees them: write ids of invalid transactions are exceptions."""
+        """The table's write ids as `txns` sees them: write ids of invalid transactions are exceptions.
+
+        Cost follows the open and aborted transactions, not the table's history (which housekeeping trims): the
+        high watermark is the table's newest write id (NEXT_WRITE_ID) stepped down past the write ids of transactions
+        above the snapshot's high watermark, read by index range; the exceptions are the write ids of those and of
+        the open and aborted transactions (TXNS, joined by index). Every write id not found so belongs to a committed
+        transaction at or below the snapshot's high watermark, because history is trimmed only below the lowest open
+        or aborted transaction (a snapshot's own open transaction included).
+        """
         database, _, table = name.partition(".")
-        t2w = s.txn_to_write_id.c
-        of_table = sa.and_(t2w.T2W_DATABASE == database, t2w.T2W_TABLE == table)
-        high = conn.execute(sa.select(sa.func.max(t2w.T2W_WRITEID)).where(
-            of_table, t2w.T2W_TXNID <= txns.high_watermark)).scalar_one_or_none() or 0
-        if current_txn:
-            own = conn.execute(sa.select(t2w.T2W_WRITEID).where(of_table, t2w.T2W_TXNID == current_txn)).scalar_one_or_none()
-            high = max(high, own or 0)
-        invalid_txns = sa.select(s.txns.c.TXN_ID).where(s.txns.c.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)))
-        rows = conn.execute(sa.select(t2w.T2W_TXNID, t2w.T2W_WRITEID).where(
-            of_table, t2w.T2W_WRITEID <= high,
-            sa.or_(t2w.T2W_TXNID > txns.high_watermark, t2w.T2W_TXNID.in_(invalid_txns)))).all()
+        t2w, nwi, t = s.txn_to_write_id.c, s.next_write_id.c, s.txns.c
+        of_table = (t2w.T2W_DATABASE == database, t2w.T2W_TABLE == table)
+        following = conn.execute(sa.select(nwi.NWI_NEXT).where(nwi.NWI_DATABASE == database, nwi.NWI_TABLE == table)
+                                 ).scalar_one_or_none() or 1
+        later = dict(conn.execute(sa.select(t2w.T2W_WRITEID, t2w.T2W_TXNID).where(
+            *of_table, t2w.T2W_TXNID > txns.high_watermark)).all())
+        high = following - 1
+        while high in later:
+            high -= 1
+        invalid = dict(conn.execute(sa.select(t2w.T2W_WRITEID, t2w.T2W_TXNID).select_from(
+            s.txns.join(s.txn_to_write_id, t.TXN_ID == t2w.T2W_TXNID)).where(
+            t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)), *of_table, t2w.T2W_WRITEID <= high)).all())
+        invalid.update((write_id, txn_id) for write_id, txn_id in later.items() if write_id <= high)
         open_ids, aborted = [], []
-        for txn_id, write_id in rows:
+        for write_id in sorted(invalid):
+            txn_id = invalid[write_id]
             if txn_id == current_txn:
                 continue
             (aborted if txns.is_aborted(txn_id) else open_ids).append(write_id)
