@@ -25,6 +25,7 @@ from acid_core.table_write import remove_abandoned_staging
 
 DEFAULT_WORKER_TIMEOUT_MS = 86_400_000  # hive.compactor.worker.timeout
 DEFAULT_LEASE_TIMEOUT_MS = 300_000  # like hive.txn.timeout, for reader leases
+COLLAPSE_WINDOW_MS = 3_600_000  # partitions with commits this recent get their COMPLETED_TXN_COMPONENTS collapsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,8 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
     removed_txns = metastore.db.run("forget aborted transactions with nothing left to clean",
                                     lambda conn: _forget_aborted(conn, cutoff)) if clean_empty_aborted else []
     trimmed = metastore.db.run("trim TXN_TO_WRITE_ID", _trim_write_id_history)
-    collapsed = metastore.db.run("collapse COMPLETED_TXN_COMPONENTS", _collapse_completed)
+    collapsed = metastore.db.run("collapse COMPLETED_TXN_COMPONENTS", lambda conn: _collapse_completed(
+        conn, metastore.db.clock.now_ms() - COLLAPSE_WINDOW_MS))
     return HousekeepingReport(
         timed_out_txns=tuple(timed_out), failed_compactions=tuple(entry.id for entry in failed),
         reverted_compactions=tuple(reverted), aborted_compactor_txns=tuple(aborted),
@@ -192,21 +194,26 @@ def _trim_write_id_history(conn: Connection) -> int:
         s.txn_to_write_id.c.T2W_TXNID < _lowest_uncommitted(conn))).rowcount
 
 
-def _collapse_completed(conn: Connection, *, limit: int = 1000) -> int:
+def _collapse_completed(conn: Connection, since_ms: int, *, limit: int = 1000) -> int:
     """Hive's removeDuplicateCompletedTxnComponents: in each partition with several COMPLETED_TXN_COMPONENTS rows,
     the row of the highest write id stands for the others (it takes their newest time and their update/delete
-    flag). Commits already collapse their own partition's rows, so this finds what concurrent commits left; at most
-    `limit` partitions per run."""
+    flag). Every commit already collapses its own partition's rows, so only partitions with commits since
+    `since_ms` are looked at (by index), at most `limit` of them per run; older leftovers go with the partition's
+    next commit or compaction."""
     ctc = s.completed_txn_components.c
-    groups = conn.execute(sa.select(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION, sa.func.max(ctc.CTC_WRITEID),
-                                    sa.func.max(ctc.CTC_TIMESTAMP), sa.func.max(ctc.CTC_UPDATE_DELETE))
-                          .where(ctc.CTC_WRITEID.is_not(None))
-                          .group_by(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION)
-                          .having(sa.func.min(ctc.CTC_WRITEID) < sa.func.max(ctc.CTC_WRITEID)).limit(limit)).all()
+    # newest first, in timestamp order (a DISTINCT here would make SQLite scan the partition index instead)
+    rows = conn.execute(sa.select(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION).where(
+        ctc.CTC_TIMESTAMP >= since_ms).order_by(ctc.CTC_TIMESTAMP.desc()).limit(4 * limit)).all()
+    recent = list(dict.fromkeys(tuple(row) for row in rows))[:limit]
     removed = 0
-    for database, table, partition, write_id, newest, update_delete in groups:
+    for database, table, partition in recent:
         same = (ctc.CTC_DATABASE == database, ctc.CTC_TABLE == table,
                 ctc.CTC_PARTITION.is_(None) if partition is None else ctc.CTC_PARTITION == partition)
+        lowest, write_id, newest, update_delete = conn.execute(sa.select(
+            sa.func.min(ctc.CTC_WRITEID), sa.func.max(ctc.CTC_WRITEID), sa.func.max(ctc.CTC_TIMESTAMP),
+            sa.func.max(ctc.CTC_UPDATE_DELETE)).where(*same, ctc.CTC_WRITEID.is_not(None))).one()
+        if lowest is None or lowest == write_id:
+            continue
         removed += conn.execute(s.completed_txn_components.delete().where(*same, ctc.CTC_WRITEID < write_id)).rowcount
         conn.execute(s.completed_txn_components.update().where(*same, ctc.CTC_WRITEID == write_id)
                      .values(CTC_TIMESTAMP=newest, CTC_UPDATE_DELETE=update_delete))

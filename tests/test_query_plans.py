@@ -1,0 +1,96 @@
+"""The hot metastore queries use indexes, on SQLite and PostgreSQL: every statement a snapshot, a commit, an
+initiator poll and a housekeeping run send is captured and EXPLAINed, and none may scan a table that grows with the
+history (TXN_TO_WRITE_ID, COMPLETED_TXN_COMPONENTS, WRITE_SET).
+
+PostgreSQL runs the EXPLAIN with sequential scans disabled: a small test table would otherwise be scanned whatever
+its indexes, and a plan that still scans then has no index it could use.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+
+import pytest
+from sqlalchemy import event
+
+from acid_core.compaction.initiator import initiator_cycle
+from acid_core.housekeeping import housekeep
+from acid_core.metastore.txns import Operation
+
+GROWING = ("TXN_TO_WRITE_ID", "COMPLETED_TXN_COMPONENTS", "WRITE_SET")
+
+
+@contextmanager
+def captured(ms):
+    statements: list[tuple[str, object]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if not executemany and re.match(r"\s*(SELECT|DELETE|UPDATE|WITH)\b", statement, re.I):
+            statements.append((statement, parameters))
+
+    engines = [ms.db.engine] + ([ms.db._autocommit_engine] if ms.db.dialect == "postgresql" else [])
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield statements
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", record)
+
+
+def scans(ms, statement: str, parameters) -> list[str]:
+    """The growing tables the statement's plan reads without an index search."""
+    raw = ms.db.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        if ms.db.dialect == "postgresql":
+            cursor.execute("SET enable_seqscan = off")
+            cursor.execute("EXPLAIN " + statement, parameters)
+            plan = [row[0] for row in cursor.fetchall()]
+            raw.rollback()
+            return [table for line in plan for table in GROWING if re.search(rf'Seq Scan on "?{table}"?\b', line)]
+        cursor.execute("EXPLAIN QUERY PLAN " + statement, parameters)
+        plan = [row[-1] for row in cursor.fetchall()]
+        return [table for line in plan for table in GROWING if re.match(rf"SCAN {table}\b", line)]
+    finally:
+        raw.close()
+
+
+def history(ms) -> tuple[int, int]:
+    """Some of everything: commits, an update, aborted writes, an open transaction; returns (open txn, table's)."""
+    ms.catalog.create_table("default", "t", (("id", "int"),), params={"transactional": "true"})
+    for operation in (Operation.INSERT, Operation.INSERT, Operation.UPDATE):
+        txn_id = ms.txns.open_txn()
+        ms.txns.allocate_write_ids([txn_id], "default", "t")
+        ms.txns.add_components(txn_id, "default", "t", [None], operation)
+        ms.txns.commit(txn_id)
+    aborted = ms.txns.open_txn()
+    ms.txns.allocate_write_ids([aborted], "default", "t")
+    ms.txns.add_components(aborted, "default", "t", [None], Operation.INSERT)
+    ms.txns.abort(aborted)
+    still_open = ms.txns.open_txn()
+    return still_open, ms.txns.allocate_write_ids([still_open], "default", "t")[still_open]
+
+
+@pytest.mark.parametrize("operation", ["snapshot", "commit", "initiator poll", "housekeeping"])
+def test_hot_queries_search_indexes(ms, operation):
+    still_open, _ = history(ms)
+    writer = ms.txns.open_txn()
+    ms.txns.allocate_write_ids([writer], "default", "t")
+    ms.txns.add_components(writer, "default", "t", [None], Operation.UPDATE)
+    cursor = initiator_cycle(ms, cursor=None, fetch_size=10, dry_run=True).cursor
+    with captured(ms) as statements:
+        if operation == "snapshot":
+            ms.txns.snapshot(["default.t"], current_txn=still_open)
+            ms.txns.snapshot(["default.t"])
+        elif operation == "commit":
+            ms.txns.commit(writer)
+        elif operation == "initiator poll":
+            initiator_cycle(ms, cursor=cursor, fetch_size=10, dry_run=True)
+        else:
+            housekeep(ms)
+    assert statements
+    scanning = {statement: found for statement, parameters in statements
+                if (found := scans(ms, statement, parameters))}
+    assert scanning == {}, "\n\n".join(f"{tables}: {statement}" for statement, tables in scanning.items())
