@@ -25,6 +25,7 @@ from acid_core.table_write import remove_abandoned_staging
 
 DEFAULT_WORKER_TIMEOUT_MS = 86_400_000  # hive.compactor.worker.timeout
 DEFAULT_LEASE_TIMEOUT_MS = 300_000  # like hive.txn.timeout, for reader leases
+TRIM_BATCH = 100_000  # TXN_TO_WRITE_ID rows trimmed per run at most
 COLLAPSE_WINDOW_MS = 3_600_000  # partitions with commits this recent get their COMPLETED_TXN_COMPONENTS collapsed
 
 
@@ -189,9 +190,15 @@ def _lowest_uncommitted(conn: Connection) -> int:
 def _trim_write_id_history(conn: Connection) -> int:
     """Hive's cleanTxnToWriteIdTable: TXN_TO_WRITE_ID rows of transactions below the lowest uncommitted one. A
     snapshot finds its high watermark from NEXT_WRITE_ID and its exceptions from the rows that stay, so nothing it
-    computes changes; NEXT_WRITE_ID keeps write ids from repeating."""
+    computes changes; NEXT_WRITE_ID keeps write ids from repeating. At most about `batch` rows go per run (the
+    oldest, found by index; TRIM_BATCH), so the first run on a long history stays short and later runs
+    finish it."""
+    t2w = s.txn_to_write_id.c
+    below = _lowest_uncommitted(conn)
+    cut = conn.execute(sa.select(t2w.T2W_TXNID).where(t2w.T2W_TXNID < below).order_by(t2w.T2W_TXNID)
+                       .offset(TRIM_BATCH).limit(1)).scalar_one_or_none()
     return conn.execute(s.txn_to_write_id.delete().where(
-        s.txn_to_write_id.c.T2W_TXNID < _lowest_uncommitted(conn))).rowcount
+        t2w.T2W_TXNID < (cut if cut is not None else below))).rowcount
 
 
 def _collapse_completed(conn: Connection, since_ms: int, *, limit: int = 1000) -> int:

@@ -16,6 +16,7 @@ from acid_core.metastore.txns import Operation, TxnType
 from queue_tables import ensure_table
 
 TXN_TIMEOUT_MS = 300_000
+LONG_MAX = 2**63 - 1
 
 
 def _txn_states(ms) -> dict[int, str]:
@@ -61,6 +62,86 @@ def test_aborted_txn_that_wrote_something_is_kept_and_its_write_id_stays_invalid
     assert report.removed_aborted_txns == (empty,)
     assert _txn_states(ms) == {with_write_id: "a", with_component: "a"}
     assert write_id in ms.txns.valid_write_ids("default", "t").aborted_ids
+    _assert_second_run_changes_nothing(ms)
+
+
+def test_an_aborted_write_id_with_nothing_on_disk_is_forgotten_after_the_txn_timeout(ms, clock):
+    txn_id = ms.txns.open_txn()
+    write_id = ms.txns.allocate_write_ids([txn_id], "default", "t")[txn_id]
+    ms.txns.abort(txn_id)  # it never recorded a write (no TXN_COMPONENTS), so nothing of it is on disk
+    assert housekeep(ms).removed_aborted_txns == ()  # a writer aborted just now may not have stopped yet
+    clock.advance(TXN_TIMEOUT_MS + 1)
+    report = housekeep(ms)
+    assert report.removed_aborted_txns == (txn_id,)
+    assert report.trimmed_write_id_rows == 1
+    assert _txn_states(ms) == {}
+    assert str(ms.txns.valid_write_ids("default", "t")) == f"default.t:{write_id}:{LONG_MAX}::"
+    _assert_second_run_changes_nothing(ms)
+
+
+def test_an_aborted_txn_with_staging_left_is_kept_until_its_staging_is_removed(ms, clock):
+    ensure_table(ms, "default", "t", None)
+    table = ms.catalog.get_table("default", "t")
+    txn_id = ms.txns.open_txn()
+    ms.txns.allocate_write_ids([txn_id], "default", "t")
+    ms.txns.register_staging(txn_id, "default", "t", None)
+    staging = Path(table.location) / f".delta_0000001_0000001_0000.tmp-t{txn_id}"
+    staging.mkdir(parents=True)
+    ms.txns.abort(txn_id)
+    clock.advance(TXN_TIMEOUT_MS + 1)
+    report = housekeep(ms)  # step 2 removes the staging, step 5 then forgets the transaction
+    assert report.removed_staging == (str(staging),) and report.removed_aborted_txns == (txn_id,)
+    assert not staging.exists()
+
+
+def test_write_id_history_is_trimmed_below_the_lowest_open_or_aborted_txn(ms):
+    first, pinned, later = [ms.txns.open_txn() for _ in range(3)]
+    ids = {txn: ms.txns.allocate_write_ids([txn], "default", "t")[txn] for txn in (first, pinned, later)}
+    ms.txns.commit(first)
+    ms.txns.commit(later)
+    before = str(ms.txns.valid_write_ids("default", "t"))
+    assert housekeep(ms).trimmed_write_id_rows == 1  # `first` only: `pinned` is open
+    assert str(ms.txns.valid_write_ids("default", "t")) == before == f"default.t:3:{ids[pinned]}:{ids[pinned]}:"
+    ms.txns.commit(pinned)
+    assert housekeep(ms).trimmed_write_id_rows == 2
+    assert str(ms.txns.valid_write_ids("default", "t")) == f"default.t:3:{LONG_MAX}::"
+    txn_id = ms.txns.open_txn()
+    assert ms.txns.allocate_write_ids([txn_id], "default", "t")[txn_id] == 4  # NEXT_WRITE_ID: ids never repeat
+
+
+def test_a_long_history_is_trimmed_in_batches(ms, monkeypatch):
+    import acid_core.housekeeping as module
+
+    monkeypatch.setattr(module, "TRIM_BATCH", 4)
+    for txn_id in ms.txns.open_txns(10):
+        ms.txns.allocate_write_ids([txn_id], "default", "t")
+        ms.txns.commit(txn_id)
+    assert [housekeep(ms).trimmed_write_id_rows for _ in range(4)] == [4, 4, 2, 0]
+    assert str(ms.txns.valid_write_ids("default", "t")) == f"default.t:10:{LONG_MAX}::"
+
+
+def test_completed_components_of_a_partition_collapse_to_its_newest_write(ms, clock):
+    def commit(operation, partition="p=1"):
+        txn_id = ms.txns.open_txn()
+        write_id = ms.txns.allocate_write_ids([txn_id], "default", "t")[txn_id]
+        ms.txns.add_components(txn_id, "default", "t", [partition], operation)
+        ms.txns.commit(txn_id)
+        return write_id
+
+    commit(Operation.UPDATE)
+    commit(Operation.INSERT, "p=2")
+    newest = commit(Operation.INSERT)
+    rows = ms.db.run("read", lambda conn: conn.execute(sa.select(
+        s.completed_txn_components.c.CTC_PARTITION, s.completed_txn_components.c.CTC_WRITEID,
+        s.completed_txn_components.c.CTC_UPDATE_DELETE).order_by(s.completed_txn_components.c.CTC_PARTITION)).all(),
+        write=False)
+    assert [tuple(row) for row in rows] == [("p=1", newest, "Y"), ("p=2", 2, "N")]  # the update is passed on
+
+    # rows that concurrent commits left (written here directly) collapse in housekeeping
+    ms.db.run("insert", lambda conn: conn.execute(s.completed_txn_components.insert(), [
+        {"CTC_TXNID": 90 + i, "CTC_DATABASE": "default", "CTC_TABLE": "t", "CTC_PARTITION": "p=2",
+         "CTC_TIMESTAMP": clock.now_ms() + i, "CTC_WRITEID": 10 + i, "CTC_UPDATE_DELETE": "N"} for i in range(3)]))
+    assert housekeep(ms).collapsed_completed_rows == 3
     _assert_second_run_changes_nothing(ms)
 
 

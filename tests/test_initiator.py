@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections import Counter
 from dataclasses import dataclass
 
 import pytest
 
-from acid_core.compaction.initiator import (Candidate, decide, find_candidates, run_initiator)
+from acid_core.compaction.initiator import Candidate, decide, find_candidates, initiator_cycle, run_initiator
 from acid_core.compaction.worker import CompactionWorker
+from acid_core.errors import UsageError
 from acid_core.fs import FileSystem
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
@@ -419,3 +421,65 @@ def test_a_partition_compacted_and_cleaned_since_the_cycles_snapshot_is_looked_a
 
     decision = decide(ms, candidate, reads=reads, delta_num_threshold=2)
     assert decision.compaction_type is None and "could not decide" not in decision.reason
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the bounded poll (metastore.compactor.fetch.size) and its cursor
+
+
+def test_a_bounded_poll_works_through_a_backlog_over_several_polls_oldest_first(ms, clock):
+    table = make_table(ms, "t", partitioned=True)
+    for day in range(7):
+        for _ in range(11):  # over delta.num.threshold: each partition is due a compaction
+            table.write(1, partition={"p": f"d{day}"})
+        clock.advance(1000)
+    clock.advance(10 * 60_000)
+    cursor, seen, polls = None, [], 0
+    while polls < 20:
+        polls += 1
+        cycle = initiator_cycle(ms, cursor=cursor, fetch_size=3)
+        seen += [d.candidate.partition for d in cycle.decisions if d.compaction_type is not None]
+        cursor = cycle.cursor
+        if cycle.complete:
+            break
+    # a commit collapses its partition's COMPLETED_TXN_COMPONENTS rows: 7 rows, read 3 at a time, oldest first
+    assert seen == [f"p=d{day}" for day in range(7)]
+    assert polls == 3
+    assert sorted(e.partition for e in queued(ms)) == [f"p=d{day}" for day in range(7)]
+    # nothing new: the next poll reads only the last minute again and queues nothing
+    clock.advance(120_000)
+    again = initiator_cycle(ms, cursor=cursor, fetch_size=3)
+    assert again.complete and all(d.compaction_type is None or d.compaction_id for d in again.decisions)
+
+
+def test_a_poll_after_a_complete_one_sees_a_new_commit_and_re_reads_the_last_minute(ms, clock):
+    table = make_table(ms, "t")
+    table.write(1)
+    first = initiator_cycle(ms, cursor=None)
+    assert first.complete and [d.candidate.table for d in first.decisions] == ["t"]
+    clock.advance(120_000)  # the commit is read once more (its time was taken before it was visible) ...
+    second = initiator_cycle(ms, cursor=first.cursor)
+    assert [d.candidate.table for d in second.decisions] == ["t"]
+    quiet = initiator_cycle(ms, cursor=second.cursor)  # ... then no more
+    assert quiet.decisions == () and quiet.complete
+    table.write(1)
+    assert [d.candidate.table for d in initiator_cycle(ms, cursor=quiet.cursor).decisions] == ["t"]
+
+
+def test_a_cursor_from_an_earlier_version_is_a_poll_start_time(ms, clock):
+    table = make_table(ms, "t")
+    table.write(1)
+    clock.advance(10 * 60_000)
+    assert initiator_cycle(ms, cursor=str(clock.now_ms())).decisions == ()
+    assert [d.candidate.table for d in initiator_cycle(ms, cursor=str(clock.now_ms() - 11 * 60_000)).decisions] == ["t"]
+
+
+@pytest.mark.parametrize("cursor, fetch_size, message", [
+    ("yesterday", 10, "initiator cursor 'yesterday' is not"),
+    ("1:x", 10, "initiator cursor '1:x' is not"),
+    (None, 0, "initiator fetch size 0 is outside 1..100000"),
+])
+def test_bad_cursor_or_fetch_size_is_one_clear_error(ms, cursor, fetch_size, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        initiator_cycle(ms, cursor=cursor, fetch_size=fetch_size)
+    assert queued(ms) == []

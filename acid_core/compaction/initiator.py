@@ -148,8 +148,8 @@ def _read_candidates(metastore: Metastore, *, after: Cursor | None, limit: int |
         written = sa.select(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION, ctc.CTC_TIMESTAMP, ctc.CTC_TXNID
                             ).where(ctc.CTC_TABLE.is_not(None))
         if after is not None:
-            written = written.where(ctc.CTC_TIMESTAMP >= after.timestamp_ms,
-                                    sa.or_(ctc.CTC_TIMESTAMP > after.timestamp_ms, ctc.CTC_TXNID > after.txn_id))
+            written = written.where(sa.tuple_(ctc.CTC_TIMESTAMP, ctc.CTC_TXNID) > sa.tuple_(
+                sa.literal(after.timestamp_ms, sa.BigInteger), sa.literal(after.txn_id, sa.BigInteger)))
         if limit is not None:
             written = written.order_by(ctc.CTC_TIMESTAMP, ctc.CTC_TXNID).limit(limit)
         rows = conn.execute(written).all()
