@@ -29,7 +29,7 @@ the compaction's highest write id. Then it verifies nothing obsolete remains and
 - A cleaning that fails (the error is logged and kept in the queue entry) is retried after
   2^attempts x `retry_retention_seconds`, and marked `failed` when it still fails after `max_attempts` retries.
 
-**When it runs.** After every compaction task that emits the `acid_compacted` asset (from `acid_initiator` or
+**When it runs.** After every compaction task that emits the `acid_compacted` asset (from `acid_worker` or
 `acid_compact`), and on a timer, `ACID_CLEANER_INTERVAL_SECONDS` (default 300), for entries that had to wait for an
 open transaction, a reader lease or the retention time. Hive's Cleaner polls every 5 s
 (`hive.compactor.cleaner.run.interval`).

@@ -18,8 +18,8 @@ DOC_MD = """
 Queues a compaction (`ALTER TABLE ... [PARTITION (...)] COMPACT 'major'|'minor'|'rebalance' [CLUSTERED INTO n
 BUCKETS]`) of one full ACID table of the
 `acid_metastore` connection, then, when `wait` is true, runs it as a spark-submit job (`spark_jobs/compact.py`
-through the `spark_default` connection, in the `acid_compaction` pool) exactly as `acid_initiator` would.
-With `wait` false the `acid_initiator` DAG runs it at its next poll.
+through the `spark_default` connection, in the `acid_compaction` pool) exactly as `acid_worker` would.
+With `wait` false the `acid_worker` DAG runs it at its next run (within `ACID_WORKER_INTERVAL_SECONDS`).
 
 - `partition` is a partition name such as `ds=2026-01-01/hr=3`; it is required for a partitioned table (and must
   exist in the catalog), refused for an unpartitioned one.
@@ -112,12 +112,12 @@ def acid_compact():
 
     @task.short_circuit
     def run_now(compaction_id: int, params=None) -> bool:
-        """Go on to the Spark job when `wait`; otherwise the acid_initiator DAG runs the compaction at its next poll."""
+        """Go on to the Spark job when `wait`; otherwise the acid_worker DAG runs the compaction at its next run."""
         import logging
 
         if not params["wait"]:
             logging.getLogger("airflow.task").info(
-                "acid_compact: compaction %d queued; acid_initiator runs it at its next poll", compaction_id)
+                "acid_compact: compaction %d queued; acid_worker runs it at its next run", compaction_id)
         return bool(params["wait"])
 
     compaction_id = enqueue()

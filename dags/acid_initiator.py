@@ -1,22 +1,23 @@
-"""acid_initiator: Hive's Initiator and Worker on a schedule — queue the compactions tables need, then run them on Spark.
+"""acid_initiator: Hive's Initiator on a schedule — queue the compactions tables need; `acid_worker` runs them.
 
 No work at import time: acid_core and the hook are imported inside the tasks.
 """
 
 from __future__ import annotations
 
-from acid_plugin.assets import COMPACTED
-from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
+from acid_plugin.assets import QUEUED
 from acid_plugin.params import interval_from_env
 from airflow.sdk import Param, dag, task
 
-LAST_CHECK_VARIABLE = "acid_initiator_last_check_ms"  # + "." + the metastore connection id
-CHECK_SLACK_MS = 60_000  # look a minute further back than the last poll: a commit may land while a poll reads
+# Where the poll keeps its cursor, + "." + the metastore connection id. The name is from when it held the time of the
+# last poll in milliseconds; the core still accepts such a value as a cursor, so an upgrade continues where it was.
+CURSOR_VARIABLE = "acid_initiator_last_check_ms"
 
 DOC_MD = """
 ### ACID initiator
 
-One cycle of Hive's Initiator and Workers against the metastore of the `acid_metastore` connection:
+Hive's Initiator against the metastore of the `acid_metastore` connection. It only queues compactions; the
+`acid_worker` DAG runs them, so a long compaction never delays the next poll.
 
 1. **`poll`** reads the candidates from the metastore, not from the file system: partitions with commits since the
    previous poll, partitions whose last compaction failed or did not initiate, and partitions with aborted
@@ -24,17 +25,16 @@ One cycle of Hive's Initiator and Workers against the metastore of the `acid_met
    tables or databases with `no_auto_compaction`, partitions with a compaction already initiated or working, and
    partitions whose last `failed_threshold` compactions failed (until `failed_retry_seconds` passed); then it lists
    that one partition and applies the thresholds (`delta_num_threshold`, `delta_pct_threshold`, per-table
-   `compactorthreshold.*` properties win) and queues a minor or major compaction. It returns the ids of the
-   initiated compactions (oldest first, at most `max_compactions`), including ones queued by hand or put back by
-   `acid_housekeeping`.
-2. **`compact`** is mapped over those ids: one spark-submit job each (`spark_jobs/compact.py`, connection
-   `spark_default`), in the pool `acid_compaction`, whose slots are the worker-thread count
-   (`hive.compactor.worker.threads`). A task succeeds when its entry is `ready for cleaning` (or `refused` for lack
-   of work) and emits the `acid_compacted` asset, which starts `acid_cleaner`; it fails with the queue's error
-   message when the compaction failed.
+   `compactorthreshold.*` properties win) and queues a minor or major compaction.
+   One poll looks at no more than `fetch_size` candidates (`metastore.compactor.fetch.size`): when there are more
+   (the first poll of a large metastore, a burst of writes), it says so and the next poll continues where this one
+   stopped, so every poll stays bounded and the backlog is worked through over several polls.
+2. **`wake_workers`** emits the `acid_compaction_queued` asset when the poll queued something, which starts an
+   `acid_worker` run at once; it is skipped when nothing was queued.
 
-`dry_run` logs what would be queued and why (the `decisions` XCom) and changes nothing. `full_scan` ignores the
-time of the previous poll (kept in the Airflow Variable `acid_initiator_last_check_ms.<connection id>`).
+`dry_run` logs what would be queued and why (the `decisions` XCom) and changes nothing. Where the next poll
+continues is kept in the Airflow Variable `acid_initiator_last_check_ms.<connection id>` (an opaque cursor); delete
+it, or use `full_scan`, to start again from the first recorded write.
 The schedule is `ACID_INITIATOR_INTERVAL_SECONDS` (default 300, `hive.compactor.check.interval`).
 """
 
@@ -49,7 +49,10 @@ The schedule is `ACID_INITIATOR_INTERVAL_SECONDS` (default 300, `hive.compactor.
     params={
         "dry_run": Param(False, type="boolean", description="Log what would be queued and why; change nothing."),
         "full_scan": Param(False, type="boolean",
-                           description="Consider every partition with recorded writes, not only those since the last poll."),
+                           description="Start again from the first recorded write, not where the last poll stopped."),
+        "fetch_size": Param(1000, type="integer", minimum=1, maximum=5000,
+                            description="metastore.compactor.fetch.size: candidates looked at in one poll; the "
+                                        "next poll continues with the rest."),
         "delta_num_threshold": Param(10, type="integer", minimum=0, description="hive.compactor.delta.num.threshold"),
         "delta_pct_threshold": Param(0.1, type="number", minimum=0, description="hive.compactor.delta.pct.threshold"),
         "aborted_threshold": Param(1000, type="integer", minimum=0, description="hive.compactor.abortedtxn.threshold"),
@@ -60,56 +63,70 @@ The schedule is `ACID_INITIATOR_INTERVAL_SECONDS` (default 300, `hive.compactor.
                                   description="metastore.compactor.initiator.failed.compacts.threshold"),
         "failed_retry_seconds": Param(604800, type="integer", minimum=0,
                                       description="metastore.compactor.initiator.failed.retry.time in seconds"),
-        "max_compactions": Param(100, type="integer", minimum=0, maximum=10000,
-                                 description="Run at most this many queued compactions in this DAG run."),
     },
 )
 def acid_initiator():
     @task
-    def poll(params=None, ti=None) -> list[int]:
-        """One initiator cycle; returns the ids of the compactions to run (none on a dry run)."""
+    def poll(params=None, ti=None) -> dict:
+        """One initiator cycle. Returns `{"queued": [compaction ids], "complete": bool, "cursor": str}`: the
+        compactions this poll queued (none on a dry run), and whether it saw every candidate."""
         import logging
 
-        from acid_core.compaction.initiator import run_initiator
+        from acid_core.compaction.initiator import initiator_cycle
+        from acid_core.errors import UsageError
         from acid_plugin.hooks import AcidMetastoreHook
         from airflow.sdk import Variable
+        from airflow.sdk.exceptions import AirflowFailException
 
         log = logging.getLogger("airflow.task")
         hook = AcidMetastoreHook()
         dry_run = bool(params["dry_run"])
-        key = f"{LAST_CHECK_VARIABLE}.{hook.acid_metastore_conn_id}"
-        previous = None if params["full_scan"] else Variable.get(key, default=None)
-        last_checked_ms = int(previous) - CHECK_SLACK_MS if previous else None
+        fetch_size = int(params["fetch_size"])
+        key = f"{CURSOR_VARIABLE}.{hook.acid_metastore_conn_id}"
+        cursor = None if params["full_scan"] else Variable.get(key, default=None)
         with hook.metastore() as metastore:
-            started_ms = metastore.db.clock.now_ms()
-            decisions = run_initiator(
-                metastore, dry_run=dry_run, last_checked_ms=last_checked_ms,
-                aborted_threshold=int(params["aborted_threshold"]),
-                aborted_time_threshold_ms=_ms(params["aborted_time_threshold_seconds"]),
-                delta_num_threshold=int(params["delta_num_threshold"]),
-                delta_pct_threshold=float(params["delta_pct_threshold"]),
-                failed_threshold=int(params["failed_threshold"]),
-                failed_retry_time_ms=_ms(params["failed_retry_seconds"]))
-            report = []
-            for decision in decisions:
-                kind = decision.compaction_type.display if decision.compaction_type else None
-                verb = "would queue" if dry_run else "queued"
-                what = f"{verb} {kind}" if kind else "skipped"
-                log.info("initiator: %s: %s (%s)", decision.candidate.full_partition_name, what, decision.reason)
-                report.append({"partition": decision.candidate.full_partition_name, "type": kind,
-                               "reason": decision.reason, "compaction_id": decision.compaction_id})
-            ti.xcom_push(key="decisions", value=report)
-            if dry_run:
-                log.info("initiator: dry run, %d candidates looked at; nothing queued or run", len(decisions))
-                return []
-            Variable.set(key, str(started_ms))
-            waiting = metastore.compactions.initiated(limit=int(params["max_compactions"]))
-        log.info("initiator: %d candidates, %d compactions to run: %s", len(decisions), len(waiting),
-                 [entry.id for entry in waiting])
-        return [entry.id for entry in waiting]
+            try:
+                cycle = initiator_cycle(
+                    metastore, cursor=cursor or None, fetch_size=fetch_size, dry_run=dry_run,
+                    aborted_threshold=int(params["aborted_threshold"]),
+                    aborted_time_threshold_ms=_ms(params["aborted_time_threshold_seconds"]),
+                    delta_num_threshold=int(params["delta_num_threshold"]),
+                    delta_pct_threshold=float(params["delta_pct_threshold"]),
+                    failed_threshold=int(params["failed_threshold"]),
+                    failed_retry_time_ms=_ms(params["failed_retry_seconds"]))
+            except UsageError as exc:  # a cursor no poll wrote
+                raise AirflowFailException(f"initiator: {exc} (Airflow Variable {key}): delete the Variable, or "
+                                           "run with full_scan, to start again from the first recorded write") from None
+        report = []
+        for decision in cycle.decisions:
+            kind = decision.compaction_type.display if decision.compaction_type else None
+            verb = "would queue" if dry_run else "queued"
+            what = f"{verb} {kind}" if kind else "skipped"
+            log.info("initiator: %s: %s (%s)", decision.candidate.full_partition_name, what, decision.reason)
+            report.append({"partition": decision.candidate.full_partition_name, "type": kind,
+                           "reason": decision.reason, "compaction_id": decision.compaction_id})
+        ti.xcom_push(key="decisions", value=report)
+        if not cycle.complete:
+            log.info("initiator: fetch_size %d cut the candidates short; the next poll continues from there",
+                     fetch_size)
+        if dry_run:
+            log.info("initiator: dry run, %d candidates looked at; nothing queued", len(cycle.decisions))
+            return {"queued": [], "complete": cycle.complete, "cursor": cursor}
+        Variable.set(key, cycle.cursor)
+        queued = [d.compaction_id for d in cycle.decisions if d.compaction_type and d.compaction_id is not None]
+        log.info("initiator: %d candidates, %d compactions queued: %s", len(cycle.decisions), len(queued), queued)
+        return {"queued": queued, "complete": cycle.complete, "cursor": cycle.cursor}
 
-    AcidCompactionOperator.partial(task_id="compact", pool=COMPACTION_POOL, outlets=[COMPACTED],
-                                   map_index_template="{{ acid_compaction }}").expand(compaction_id=poll())
+    @task(outlets=[QUEUED])
+    def wake_workers(polled: dict) -> list[int]:
+        """Emit `acid_compaction_queued` (acid_worker runs on it) when the poll queued something; skip otherwise."""
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        if not polled["queued"]:
+            raise AirflowSkipException("nothing queued: no acid_compaction_queued event")
+        return polled["queued"]
+
+    wake_workers(poll())
 
 
 def _ms(seconds) -> int:

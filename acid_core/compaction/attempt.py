@@ -111,6 +111,6 @@ def after_run(metastore: Metastore, compaction_id: int, *, worker_id: str | None
         return Verdict(Result.INTERRUPTED, f"compaction {compaction_id} of {where} is still working after {launcher} "
                        f"ended ({launch_error or 'exit status 0'}): the driver was killed. Housekeeping "
                        "(acid_housekeeping) puts it back to initiated after the worker time-out and the next "
-                       "initiator run retries it", entry)
+                       "worker run (acid_worker) retries it", entry)
     return Verdict(Result.ERROR, f"compaction {compaction_id} of {where} is {state.display}: "
                    f"{entry.error_message or 'it did not run to the end'}", entry)

@@ -448,8 +448,8 @@ def initiator_cycle(metastore: Metastore, *, cursor: str | None, fetch_size: int
     following = Cursor(started - CHECK_SLACK_MS, -1)
     if not complete and last is not None:
         following = min(last, following)
-        if after is not None and following <= after:
-            following = last  # more than a fetch of commits within the last minute: move on regardless
+        if after is None or following <= after:
+            following = last  # a fetch of commits within the last minute: move on regardless
     return InitiatorCycle(tuple(decisions), str(following), complete)
 
 

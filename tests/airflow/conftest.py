@@ -29,7 +29,8 @@ os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
 os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
     {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}})
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-for _name in ("ACID_INITIATOR_INTERVAL_SECONDS", "ACID_CLEANER_INTERVAL_SECONDS"):  # the DAGs' defaults, as shipped
+for _name in ("ACID_INITIATOR_INTERVAL_SECONDS", "ACID_WORKER_INTERVAL_SECONDS",
+              "ACID_CLEANER_INTERVAL_SECONDS"):  # the DAGs' defaults, as shipped
     os.environ.pop(_name, None)
 if str(ROOT / "plugins") not in sys.path:
     sys.path.insert(0, str(ROOT / "plugins"))
@@ -66,13 +67,14 @@ def warehouse(tmp_path) -> str:
 
 @pytest.fixture
 def acid_connection(airflow_db, metastore_url, warehouse, monkeypatch) -> str:
-    """Points the `acid_metastore` connection at this test's metastore and warehouse, forgets the initiator's last
-    poll time (a new metastore has its own history); returns the URL."""
+    """Points the `acid_metastore` connection at this test's metastore and warehouse, forgets the initiator's cursor
+    and the worker runs' listings (a new metastore has its own history and queue); returns the URL."""
     from airflow.models.variable import Variable
 
     monkeypatch.setenv("AIRFLOW_CONN_ACID_METASTORE", json.dumps(
         {"conn_type": "generic", "host": metastore_url, "extra": {"warehouse": warehouse}}))
     Variable.delete("acid_initiator_last_check_ms.acid_metastore")
+    Variable.delete("acid_worker_listed.acid_metastore")
     return metastore_url
 
 

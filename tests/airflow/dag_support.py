@@ -1,4 +1,5 @@
-"""Shared by the Airflow tests: reading a `dag.test()` run's task states and XComs, and listing table directories.
+"""Shared by the Airflow tests: reading a `dag.test()` run's task states, XComs and asset events, writing rows and
+listing table directories.
 
 Imported as a top-level module (pytest puts `tests/airflow` on `sys.path`, as for `tests/spark/compaction_support.py`).
 """
@@ -42,3 +43,29 @@ def task_states(dag_run) -> dict[str, str]:
 def dirs(location: Path | str) -> list[str]:
     """The visible entries of a table or partition directory, sorted."""
     return sorted(p.name for p in Path(location).iterdir() if not p.name.startswith((".", "_")))
+
+
+def asset_events(name: str) -> int:
+    """How many events asset `name` has had (in this test session's Airflow database)."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id).filter(
+            AssetModel.name == name).count()
+
+
+def insert(ms, table: str, ds: str | None, rows: list[tuple]) -> None:
+    """One committed transaction writing `rows` as a delta of `default.<table>` (partition `ds=<ds>` when given)."""
+    from acid_core.metastore.txns import Operation
+    from acid_core.writer import EmbeddedWriter
+
+    info = ms.catalog.get_table("default", table)
+    partition = {"ds": ds} if ds is not None else None
+    name = ms.catalog.add_partition("default", table, partition).name if ds is not None else None
+    txn_id = ms.txns.open_txn()
+    write_id = ms.txns.allocate_write_ids([txn_id], "default", table)[txn_id]
+    ms.txns.add_components(txn_id, "default", table, [name], Operation.INSERT)
+    EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"] if ds is not None else []).insert(
+        rows, write_id=write_id, partition=partition)
+    ms.txns.commit(txn_id)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.airflow
 HOUSEKEEPING = {"worker_timeout_seconds": 86400, "txn_timeout_seconds": 300, "lease_timeout_seconds": 300,
                 "history_succeeded": 3, "history_failed": 3, "history_did_not_initiate": 2, "history_refused": 3,
                 "history_timeout_seconds": 604800}
-DAG_IDS = {"acid_initiator", "acid_compact", "acid_table_settings", "acid_cleaner", "acid_housekeeping"}
+DAG_IDS = {"acid_initiator", "acid_worker", "acid_compact", "acid_table_settings", "acid_cleaner", "acid_housekeeping"}
 
 
 def test_dags_import_without_errors(airflow_db, dagbag):
@@ -26,16 +26,33 @@ def test_dags_import_without_errors(airflow_db, dagbag):
         assert "acid" in dag.tags and dag.doc_md and not dag.catchup, dag_id
     for dag_id in ("acid_initiator", "acid_cleaner", "acid_housekeeping"):
         assert dagbag.get_dag(dag_id).max_active_runs == 1
+    assert dagbag.get_dag("acid_worker").max_active_runs == 16  # a long compaction does not hold back new entries
+
+
+def test_initiator_only_queues_and_wakes_the_worker_through_an_asset(dagbag):
+    """The initiator runs no compaction: it emits `acid_compaction_queued`, on which (and on its timer) the worker is
+    scheduled."""
+    from acid_plugin.operators import AcidCompactionOperator
+
+    initiator, worker = dagbag.get_dag("acid_initiator"), dagbag.get_dag("acid_worker")
+    assert [t.task_id for t in initiator.topological_sort()] == ["poll", "wake_workers"]
+    assert not any(isinstance(t, AcidCompactionOperator) for t in initiator.tasks)
+    assert [outlet.name for outlet in initiator.get_task("wake_workers").outlets] == ["acid_compaction_queued"]
+    assert "max_compactions" not in initiator.params and initiator.params["fetch_size"] == 1000
+    assert [t.task_id for t in worker.topological_sort()] == ["list_compactions", "compact"]
+    assert type(worker.timetable).__name__ == "AssetOrTimeSchedule"
+    assert [asset.name for asset in worker.timetable.asset_condition.objects] == ["acid_compaction_queued"]
+    assert worker.timetable.timetable.delta.total_seconds() == 60  # and on its timer (ACID_WORKER_INTERVAL_SECONDS)
+    assert worker.get_task("list_compactions").max_active_tis_per_dag == 1
 
 
 def test_compaction_tasks_feed_the_cleaner_through_an_asset(dagbag):
     """Compaction tasks run in the acid_compaction pool and emit `acid_compacted`; the cleaner is scheduled on it
     (and on its timer)."""
-    initiator, compact, cleaner = (dagbag.get_dag(d) for d in ("acid_initiator", "acid_compact", "acid_cleaner"))
-    for task in (initiator.get_task("compact"), compact.get_task("compact")):
+    worker, compact, cleaner = (dagbag.get_dag(d) for d in ("acid_worker", "acid_compact", "acid_cleaner"))
+    for task in (worker.get_task("compact"), compact.get_task("compact")):
         assert task.pool == "acid_compaction"
         assert [outlet.name for outlet in task.outlets] == ["acid_compacted"]
-    assert [t.task_id for t in initiator.topological_sort()] == ["poll", "compact"]
     assert type(cleaner.timetable).__name__ == "AssetOrTimeSchedule"
     assert [asset.name for asset in cleaner.timetable.asset_condition.objects] == ["acid_compacted"]
     assert cleaner.timetable.timetable.delta.total_seconds() == 300  # and on its timer (ACID_CLEANER_INTERVAL_SECONDS)
@@ -75,10 +92,12 @@ def test_hook_builds_metastore_from_connection(acid_connection, warehouse):
 
 def test_housekeeping_dag_aborts_timed_out_txn(acid_connection, make_ms, dagbag):
     from acid_core.metastore.engine import ManualClock
+    from acid_core.metastore.txns import Operation
 
     old = make_ms(clock=ManualClock())  # 2023: every heartbeat it writes is long past hive.txn.timeout
     stale = old.txns.open_txn()
-    old.txns.allocate_write_ids([stale], "default", "t")  # wrote something, so it stays visible once aborted
+    old.txns.allocate_write_ids([stale], "default", "t")
+    old.txns.add_components(stale, "default", "t", [None], Operation.INSERT)  # wrote: kept, aborted, until cleaned
     assert {info.txn_id: info.state for info in old.txns.show_transactions()} == {stale: "o"}
 
     dag_run = dagbag.get_dag("acid_housekeeping").test(run_conf=HOUSEKEEPING)

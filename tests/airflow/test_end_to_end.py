@@ -2,8 +2,8 @@
 Spark, real table files, and the metastore on SQLite and on a real PostgreSQL server.
 
 Each spark-submit costs several seconds of JVM start-up, so the scenarios are few and each does a lot: one initiator
-run queues a minor, a major and an aborted-transaction compaction and runs all three; a manual run compacts one
-chosen partition; a killed compaction is put back by housekeeping and retried by the initiator.
+run queues a minor, a major and an aborted-transaction compaction and one worker run runs all three; a manual run
+compacts one chosen partition; a killed compaction is put back by housekeeping and retried by the worker.
 """
 
 from __future__ import annotations
@@ -17,15 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from dag_support import COLUMNS, ROOT, dirs, returned, returned_all, task_states
+from dag_support import COLUMNS, ROOT, asset_events, dirs, returned, returned_all, task_states
 from processes import kill_session
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 
 # dag.test() keeps the previous run's conf values on the shared DAG object, so every run gives every param.
-INITIATOR = {"dry_run": False, "full_scan": False, "delta_num_threshold": 10, "delta_pct_threshold": 0.1,
-             "aborted_threshold": 1000, "aborted_time_threshold_seconds": 43200, "failed_threshold": 2,
-             "failed_retry_seconds": 604800, "max_compactions": 100}
+INITIATOR = {"dry_run": False, "full_scan": False, "fetch_size": 1000, "delta_num_threshold": 10,
+             "delta_pct_threshold": 0.1, "aborted_threshold": 1000, "aborted_time_threshold_seconds": 43200,
+             "failed_threshold": 2, "failed_retry_seconds": 604800}
+WORKER = {"max_compactions": 100}
 CLEANER = {"dry_run": False, "retention_seconds": 0, "retry_retention_seconds": 300, "max_attempts": 5,
            "trash_dir": None}
 SETTINGS = {"database": "default", "no_auto_compaction": "leave", "delta_num_threshold": None,
@@ -105,15 +106,6 @@ class Tables:
         return Path(self.ms.catalog.get_table("default", name).partition_location(f"ds={ds}" if ds else None))
 
 
-def _asset_events(name: str) -> int:
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        return session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id).filter(
-            AssetModel.name == name).count()
-
-
 def _map_labels(dag_run) -> list[str]:
     """The UI labels of the mapped compaction tasks (rendered from `map_index_template`)."""
     from airflow.models.taskinstance import TaskInstance
@@ -125,7 +117,8 @@ def _map_labels(dag_run) -> list[str]:
             TaskInstance.task_id == "compact")]
 
 
-def test_initiator_compacts_on_spark_and_cleaner_waits_for_open_readers(acid_connection, make_ms, dagbag):
+def test_initiator_queues_worker_compacts_on_spark_and_cleaner_waits_for_open_readers(acid_connection, make_ms,
+                                                                                      dagbag):
     from acid_core.compaction.initiator import find_candidates
     from acid_core.metastore.compactions import CompactionState
 
@@ -159,7 +152,7 @@ def test_initiator_compacts_on_spark_and_cleaner_waits_for_open_readers(acid_con
     assert "no_auto_compaction" in decisions["default.quiet"]["reason"]
     assert "aborted transactions" in decisions["default.sales/ds=c"]["reason"]
     assert len(ms.compactions.show()) == history_before and ms.compactions.initiated() == []
-    assert task_states(dry) == {"poll": "success", "compact": "skipped"}  # mapped over nothing
+    assert task_states(dry) == {"poll": "success", "wake_workers": "skipped"}  # nothing queued, no asset event
 
     reader = ms.txns.open_txn()  # a reader whose snapshot predates the compactions
     reader_snapshot = ms.txns.snapshot(["default.sales"], current_txn=reader)
@@ -167,21 +160,32 @@ def test_initiator_compacts_on_spark_and_cleaner_waits_for_open_readers(acid_con
     dirs_before = {ds: dirs(tables.location("sales", ds)) for ds in "abc"}
     assert len(dirs_before["a"]) == 12 and len(dirs_before["c"]) == 4
 
-    run = initiator.test(run_conf={**INITIATOR, "aborted_threshold": 2})
+    queued_events = asset_events("acid_compaction_queued")
+    polled = initiator.test(run_conf={**INITIATOR, "aborted_threshold": 2})
+
+    assert polled.state == "success"
+    assert task_states(polled) == {"poll": "success", "wake_workers": "success"}  # no compaction in the poll's run
+    queued = returned(polled, "poll")["queued"]
+    assert sorted(entry.id for entry in ms.compactions.initiated()) == sorted(queued) and len(queued) == 3
+    assert {ds: dirs(tables.location("sales", ds)) for ds in "abc"} == dirs_before  # nothing compacted yet
+    assert asset_events("acid_compaction_queued") == queued_events + 1  # which starts acid_worker
+
+    run = dagbag.get_dag("acid_worker").test(run_conf=WORKER)
 
     assert run.state == "success"
-    assert task_states(run) == {"poll": "success", "compact[0]": "success", "compact[1]": "success",
+    assert task_states(run) == {"list_compactions": "success", "compact[0]": "success", "compact[1]": "success",
                                 "compact[2]": "success"}
     results = {r["partition"]: r for r in returned_all(run, "compact")}
     assert {p: (r["type"], r["state"]) for p, r in results.items()} == {
         "ds=a": ("MINOR", "ready for cleaning"), "ds=b": ("MAJOR", "ready for cleaning"),
         "ds=c": ("MAJOR", "ready for cleaning")}
-    assert sorted(returned(run, "poll")) == sorted(r["compaction_id"] for r in results.values())
+    assert returned(run, "list_compactions") == sorted(queued)  # oldest first
+    assert sorted(queued) == sorted(r["compaction_id"] for r in results.values())
     assert sorted(_map_labels(run)) == sorted(f"{r['compaction_id']}: {r['type'].lower()} default.sales partition "
                                               f"{p}" for p, r in results.items())
-    assert _asset_events("acid_compacted") >= 3
+    assert asset_events("acid_compacted") >= 3
     for entry in (ms.compactions.get(r["compaction_id"]) for r in results.values()):
-        assert "-airflow.acid_initiator.compact[" in entry.worker_id  # the mapped task that ran it
+        assert "-airflow.acid_worker.compact[" in entry.worker_id  # the mapped task that ran it
     assert dirs(tables.location("quiet", None)) == quiet_before and ms.compactions.show(table="quiet") == []
     new_dirs = {ds: set(dirs(tables.location("sales", ds))) - set(dirs_before[ds]) for ds in "abc"}
     assert [name.split("_v")[0].split("_")[0] for name in new_dirs["a"]] == ["delta"]
@@ -273,11 +277,11 @@ def test_killed_compaction_is_put_back_by_housekeeping_and_retried(acid_connecti
         process.wait()
     killed = ms.compactions.get(compaction_id)
     assert killed.state is CompactionState.WORKING and killed.txn_id is not None
-    initiator = dagbag.get_dag("acid_initiator")
+    worker = dagbag.get_dag("acid_worker")
 
-    blocked = initiator.test(run_conf=INITIATOR)  # the entry is 'working': nothing to run yet
+    blocked = worker.test(run_conf=WORKER)  # the entry is 'working': nothing to run yet
 
-    assert blocked.state == "success" and returned(blocked, "poll") == []
+    assert blocked.state == "success" and returned(blocked, "list_compactions") == []
     time.sleep(max(0.0, killed.start_ms / 1000 + 1.1 - time.time()))
     housekeeping = dagbag.get_dag("acid_housekeeping").test(run_conf={
         "worker_timeout_seconds": 1, "txn_timeout_seconds": 300, "lease_timeout_seconds": 300, "history_succeeded": 3,
@@ -289,10 +293,10 @@ def test_killed_compaction_is_put_back_by_housekeeping_and_retried(acid_connecti
     assert not any(p.name.endswith(hidden) for p in tables.location("k", None).iterdir())
     assert tables.rows("k", None) == rows_before
 
-    retried = initiator.test(run_conf=INITIATOR)
+    retried = worker.test(run_conf=WORKER)
 
     assert retried.state == "success"
-    assert returned(retried, "poll") == [compaction_id]
+    assert returned(retried, "list_compactions") == [compaction_id]
     assert returned_all(retried, "compact")[0]["state"] == "ready for cleaning"
     assert tables.rows("k", None) == rows_before
     cleaned = dagbag.get_dag("acid_cleaner").test(run_conf=CLEANER)
@@ -330,16 +334,19 @@ def test_compaction_whose_spark_job_cannot_start_is_recorded_failed(acid_connect
     assert dirs(tables.location("t", None)) == dirs_before
 
 
-@pytest.mark.parametrize("conf", [{"delta_num_threshold": -1}, {"delta_num_threshold": "10; DROP TABLE TXNS"},
-                                  {"max_compactions": 10**9}, {"dry_run": "yes"}])
-def test_initiator_refuses_hostile_params(acid_connection, make_ms, dagbag, conf):
+@pytest.mark.parametrize("dag_id, conf", [
+    ("acid_initiator", {"delta_num_threshold": -1}), ("acid_initiator", {"delta_num_threshold": "10; DROP TABLE TXNS"}),
+    ("acid_initiator", {"fetch_size": 0}), ("acid_initiator", {"fetch_size": 10**6}),
+    ("acid_initiator", {"dry_run": "yes"}), ("acid_worker", {"max_compactions": 10**9}),
+    ("acid_worker", {"max_compactions": -1})])
+def test_initiator_and_worker_refuse_hostile_params(acid_connection, make_ms, dagbag, dag_id, conf):
     from airflow.sdk.definitions.param import ParamValidationError
 
     ms = make_ms()
     Tables(ms).create("t", partitioned=False)
 
     with pytest.raises(ParamValidationError):
-        dagbag.get_dag("acid_initiator").test(run_conf={**INITIATOR, **conf})
+        dagbag.get_dag(dag_id).test(run_conf={**(INITIATOR if dag_id == "acid_initiator" else WORKER), **conf})
 
     assert ms.compactions.show() == []
 

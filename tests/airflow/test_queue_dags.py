@@ -1,0 +1,240 @@
+"""acid_initiator and acid_worker apart: a poll only queues (it never waits on a compaction), its cursor carries a
+cut-short poll over to the next one, and worker runs never run one queue entry twice. `dag.test()` runs against a real
+SQLite metastore and real table files; no test here starts Spark (where a worker task could reach it, the spark-submit
+binary is made one that does not exist, so a compaction that did start would fail and be recorded failed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dag_support import COLUMNS, asset_events, insert, returned, returned_all, task_states
+
+pytestmark = pytest.mark.airflow
+
+# dag.test() keeps the previous run's conf values on the shared DAG object, so every run gives every param.
+INITIATOR = {"dry_run": False, "full_scan": False, "fetch_size": 1000, "delta_num_threshold": 1,
+             "delta_pct_threshold": 0.1, "aborted_threshold": 1000, "aborted_time_threshold_seconds": 43200,
+             "failed_threshold": 2, "failed_retry_seconds": 604800}
+WORKER = {"max_compactions": 100}
+CURSOR = "acid_initiator_last_check_ms.acid_metastore"
+LISTED = "acid_worker_listed.acid_metastore"
+OTHER_WORKER = "otherhost-airflow.acid_worker.compact[0].try1"  # a task of another run of acid_worker
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """A spark-submit that cannot start: a compaction task that got as far as submitting fails."""
+    import shutil
+
+    assert shutil.which("spark3-submit") is None
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+        {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark3-submit"}}))
+
+
+def _partitioned(ms, name: str, days: list[str], *, deltas: int = 2):
+    """`default.<name>` partitioned by ds, each day `deltas` one-row deltas (> delta_num_threshold 1, no base:
+    a major compaction is due). A metastore on a ManualClock writes them a second apart, long ago."""
+    ms.catalog.create_table("default", name, COLUMNS, params={"transactional": "true"},
+                            partition_keys=[("ds", "string")])
+    for day in days:
+        for number in range(deltas):
+            insert(ms, name, day, [(number, day)])
+            if hasattr(ms.db.clock, "advance"):
+                ms.db.clock.advance(1000)
+
+
+def _variable(key: str):
+    from airflow.models.variable import Variable
+
+    return Variable.get(key, default_var=None)
+
+
+def test_a_poll_queues_and_finishes_while_a_compaction_is_working(acid_connection, make_ms, dagbag, no_spark):
+    """One long compaction (working) holds nothing up: the poll queues the other partitions, runs no compaction,
+    and wakes the worker through the asset; a poll that queued nothing emits nothing."""
+    from acid_core.metastore.compactions import CompactionState, CompactionType
+
+    ms = make_ms()
+    _partitioned(ms, "sales", ["a", "b"])
+    long_one = ms.compactions.enqueue("default", "sales", "ds=a", CompactionType.MAJOR).compaction_id
+    ms.compactions.claim(worker_id=OTHER_WORKER, compaction_id=long_one)  # its Spark job runs for hours
+    events = asset_events("acid_compaction_queued")
+    initiator = dagbag.get_dag("acid_initiator")
+
+    polled = initiator.test(run_conf=INITIATOR)
+
+    assert polled.state == "success"
+    assert task_states(polled) == {"poll": "success", "wake_workers": "success"}
+    [queued] = returned(polled, "poll")["queued"]
+    assert returned(polled, "wake_workers") == [queued]
+    decisions = {d["partition"]: d for d in returned(polled, "poll", key="decisions")}
+    assert decisions["default.sales/ds=b"]["compaction_id"] == queued
+    assert decisions["default.sales/ds=a"]["type"] is None  # already working: skipped, not waited for
+    assert ms.compactions.get(queued).state is CompactionState.INITIATED  # queued, not run
+    assert ms.compactions.get(long_one).state is CompactionState.WORKING
+    assert asset_events("acid_compaction_queued") == events + 1
+
+    again = initiator.test(run_conf=INITIATOR)  # nothing written since: nothing to queue
+
+    assert again.state == "success"
+    assert returned(again, "poll")["queued"] == []
+    assert task_states(again) == {"poll": "success", "wake_workers": "skipped"}
+    assert asset_events("acid_compaction_queued") == events + 1
+
+
+def test_a_poll_cut_short_by_fetch_size_continues_at_the_next_poll(acid_connection, make_ms, dagbag):
+    """The first poll of a metastore with a backlog of writes: fetch_size bounds each poll, the stored cursor
+    carries the rest over, and over several polls every partition is initiated, each once. A dry run does not move
+    the cursor."""
+    from acid_core.metastore.engine import ManualClock
+
+    ms = make_ms()
+    days = [f"2026-01-0{day}" for day in range(1, 8)]
+    _partitioned(make_ms(clock=ManualClock()), "many", days)  # written in 2023, before the platform polled
+    initiator = dagbag.get_dag("acid_initiator")
+
+    dry = initiator.test(run_conf={**INITIATOR, "dry_run": True, "fetch_size": 3})
+
+    assert dry.state == "success" and _variable(CURSOR) is None
+    assert returned(dry, "poll")["complete"] is False and len(returned(dry, "poll", key="decisions")) <= 3
+
+    queued: dict[str, int] = {}
+    cursors = []
+    for _ in range(len(days)):  # at most one poll per partition; fewer when fetch_size holds several
+        run = initiator.test(run_conf={**INITIATOR, "fetch_size": 3})
+        assert run.state == "success"
+        polled, decisions = returned(run, "poll"), returned(run, "poll", key="decisions")
+        assert len(decisions) <= 3
+        for decision in decisions:
+            if decision["compaction_id"] is not None:
+                assert decision["partition"] not in queued, "initiated twice"
+                queued[decision["partition"]] = decision["compaction_id"]
+        assert polled["cursor"] == _variable(CURSOR) and isinstance(polled["cursor"], str)
+        cursors.append(polled["cursor"])
+        if polled["complete"]:
+            break
+    assert len(cursors) >= 3  # 7 partitions, 3 a poll
+    assert len(set(cursors)) == len(cursors)  # every poll moved the cursor on
+    assert sorted(queued) == [f"default.many/ds={day}" for day in days]
+    assert sorted(entry.id for entry in ms.compactions.initiated()) == sorted(queued.values())
+
+    settled = initiator.test(run_conf={**INITIATOR, "fetch_size": 3})
+
+    assert returned(settled, "poll")["queued"] == [] and returned(settled, "poll")["complete"] is True
+
+
+def test_a_millisecond_variable_from_before_the_upgrade_is_a_cursor(acid_connection, make_ms, dagbag):
+    """The Variable held the time of the last poll in milliseconds: a poll continues from it and stores a cursor."""
+    from airflow.models.variable import Variable
+
+    ms = make_ms()
+    Variable.set(CURSOR, str(ms.db.clock.now_ms() - 3_600_000))  # the last poll of the old DAG, an hour ago
+    _partitioned(ms, "upgraded", ["a"])
+
+    run = dagbag.get_dag("acid_initiator").test(run_conf=INITIATOR)
+
+    assert run.state == "success"
+    assert [d["partition"] for d in returned(run, "poll", key="decisions")] == ["default.upgraded/ds=a"]
+    assert len(returned(run, "poll")["queued"]) == 1
+    assert _variable(CURSOR) == returned(run, "poll")["cursor"]
+
+    Variable.set(CURSOR, "yesterday")  # not a cursor: the poll says which Variable and what to do
+    bad = dagbag.get_dag("acid_initiator").test(run_conf=INITIATOR)
+
+    assert bad.state == "failed" and task_states(bad)["poll"] == "failed"
+    assert _variable(CURSOR) == "yesterday" and len(ms.compactions.show(table="upgraded")) == 1
+
+
+def _other_workers(ms, *, claim: int, compact: int):
+    """An Airflow listener: when a worker run has listed its compactions, other workers act on them before its tasks
+    start — entry `claim` is claimed by a task of another run (still running), `compact` is compacted by another."""
+    from acid_core.compaction.worker import CompactionWorker
+    from airflow.listeners import hookimpl
+
+    class OtherWorkers:
+        @hookimpl
+        def on_task_instance_success(self, previous_state, task_instance):
+            if task_instance.dag_id == "acid_worker" and task_instance.task_id == "list_compactions":
+                ms.compactions.claim(worker_id=OTHER_WORKER, compaction_id=claim)
+                CompactionWorker(ms, worker_id="otherhost-airflow.acid_worker.compact[1].try1").run(compact)
+
+    return OtherWorkers()
+
+
+def test_worker_runs_do_not_run_one_entry_twice(acid_connection, make_ms, dagbag, no_spark):
+    """An entry listed by this run but claimed by another run's task meanwhile is skipped; one compacted meanwhile
+    succeeds without running anything (no spark-submit: it would have failed)."""
+    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from airflow.sdk.listener import get_listener_manager
+
+    ms = make_ms()
+    _partitioned(ms, "sales", ["a", "b"])
+    held = ms.compactions.enqueue("default", "sales", "ds=a", CompactionType.MAJOR).compaction_id
+    done = ms.compactions.enqueue("default", "sales", "ds=b", CompactionType.MAJOR).compaction_id
+    listener = _other_workers(ms, claim=held, compact=done)
+    get_listener_manager().add_listener(listener)
+    try:
+        run = dagbag.get_dag("acid_worker").test(run_conf=WORKER)
+    finally:
+        get_listener_manager().pm.unregister(listener)
+
+    assert run.state == "success"
+    assert returned(run, "list_compactions") == [held, done]
+    assert task_states(run) == {"list_compactions": "success", "compact[0]": "skipped", "compact[1]": "success"}
+    [result] = [r for r in returned_all(run, "compact") if r is not None]
+    assert (result["compaction_id"], result["state"]) == (done, "ready for cleaning")
+    assert "already finished" in result["message"]
+    held_entry, done_entry = ms.compactions.get(held), ms.compactions.get(done)
+    assert (held_entry.state, held_entry.worker_id) == (CompactionState.WORKING, OTHER_WORKER)  # left to its owner
+    assert done_entry.state is CompactionState.READY_FOR_CLEANING and done_entry.worker_id.startswith("otherhost-")
+    assert ms.compactions.show(state=CompactionState.FAILED) == []  # nothing was submitted
+
+
+def test_a_worker_run_leaves_out_what_an_active_run_took(acid_connection, make_ms, dagbag):
+    """Overlapping runs (a long compaction keeps a run active) do not line up the same entry: a run lists only what
+    no active run took and has yet to run; once that run ended, its leftovers are listed again."""
+    from acid_core.metastore.compactions import CompactionType
+    from airflow.models.variable import Variable
+
+    ms = make_ms()
+    _partitioned(ms, "sales", ["a", "b"])
+    first = ms.compactions.enqueue("default", "sales", "ds=a", CompactionType.MAJOR).compaction_id
+    worker = dagbag.get_dag("acid_worker")
+    # Run A lists `first`; its compaction task is then made to wait for a pool slot (marked, not run, here).
+    run_a = worker.test(run_conf=WORKER, mark_success_pattern="compact")
+    assert returned(run_a, "list_compactions") == [first]
+    _set_states(run_a, run_state="running", compact_state="scheduled")
+    second = ms.compactions.enqueue("default", "sales", "ds=b", CompactionType.MAJOR).compaction_id
+
+    run_b = worker.test(run_conf=WORKER, mark_success_pattern="compact")
+
+    assert returned(run_b, "list_compactions") == [second]  # `first` waits in run A
+    assert set(json.loads(_variable(LISTED))) == {run_a.run_id, run_b.run_id}
+
+    _set_states(run_a, run_state="failed", compact_state="upstream_failed")  # run A ended without running it
+    listed = json.loads(_variable(LISTED))
+    Variable.set(LISTED, json.dumps({**listed, "manual__deleted": [first]}))  # a run deleted from Airflow's database
+    run_c = worker.test(run_conf=WORKER, mark_success_pattern="compact")
+
+    assert returned(run_c, "list_compactions") == [first, second]  # still initiated, and no active run holds them
+    assert set(json.loads(_variable(LISTED))) == {run_c.run_id}
+
+    empty = worker.test(run_conf={"max_compactions": 0})
+    assert empty.state == "success" and returned(empty, "list_compactions") == []
+    assert task_states(empty) == {"list_compactions": "success", "compact": "skipped"}  # mapped over nothing
+
+
+def _set_states(dag_run, *, run_state: str, compact_state: str) -> None:
+    """Set a finished `dag.test()` run's state and its `compact` task instances' states, as the scheduler would."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.query(DagRun).filter(DagRun.dag_id == dag_run.dag_id, DagRun.run_id == dag_run.run_id).update(
+            {DagRun.state: run_state}, synchronize_session=False)
+        session.query(TaskInstance).filter(TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id,
+                                           TaskInstance.task_id == "compact").update(
+            {TaskInstance.state: compact_state}, synchronize_session=False)
