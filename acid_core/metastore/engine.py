@@ -132,10 +132,14 @@ class Database:
         else:
             # No pre-ping (it costs a round trip per operation): a connection lost since its last use fails that one
             # operation with MetastoreUnavailableError and is discarded; reads are retried once on a fresh one.
-            self.engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size)
+            # JIT off for the session (unless the URL sets options): the metastore's queries are short index lookups,
+            # and stale statistics after a mass delete (housekeeping) would make PostgreSQL spend 30+ ms compiling
+            # each one.
+            connect_args = {} if "options" in parsed.query else {"options": "-c jit=off"}
+            self.engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size, connect_args=connect_args)
             # Single-statement hot paths use their own autocommit pool: switching isolation per checkout costs time.
             self._autocommit_engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size,
-                                                       isolation_level="AUTOCOMMIT")
+                                                       isolation_level="AUTOCOMMIT", connect_args=connect_args)
 
     def dispose(self) -> None:
         self.engine.dispose()

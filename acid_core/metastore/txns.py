@@ -485,9 +485,11 @@ class TxnStore:
         high = following - 1
         while high in later:
             high -= 1
-        invalid = dict(conn.execute(sa.select(t2w.T2W_WRITEID, t2w.T2W_TXNID).select_from(
-            s.txns.join(s.txn_to_write_id, t.TXN_ID == t2w.T2W_TXNID)).where(
-            t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)), *of_table, t2w.T2W_WRITEID <= high)).all())
+        # one unique-index probe per open or aborted transaction (a correlated subquery: no planner turns it into a
+        # scan of the history, whatever its statistics say)
+        write_id_of = sa.select(t2w.T2W_WRITEID).where(*of_table, t2w.T2W_TXNID == t.TXN_ID).scalar_subquery()
+        invalid = {write_id: txn_id for txn_id, write_id in conn.execute(sa.select(t.TXN_ID, write_id_of).where(
+            t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)))).all() if write_id is not None and write_id <= high}
         invalid.update((write_id, txn_id) for write_id, txn_id in later.items() if write_id <= high)
         open_ids, aborted = [], []
         for write_id in sorted(invalid):
