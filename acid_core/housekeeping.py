@@ -26,7 +26,9 @@ from acid_core.table_write import remove_abandoned_staging
 DEFAULT_WORKER_TIMEOUT_MS = 86_400_000  # hive.compactor.worker.timeout
 DEFAULT_LEASE_TIMEOUT_MS = 300_000  # like hive.txn.timeout, for reader leases
 TRIM_BATCH = 100_000  # TXN_TO_WRITE_ID rows trimmed per run at most
-COLLAPSE_WINDOW_MS = 3_600_000  # partitions with commits this recent get their COMPLETED_TXN_COMPONENTS collapsed
+# Partitions with commits (compaction history entries) this recent get their COMPLETED_TXN_COMPONENTS collapsed
+# (history purged): a run looks at what changed lately, by index, not at the whole history.
+COLLAPSE_WINDOW_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
     reverted, aborted, removed, problems = _revert_dead_workers(metastore, worker_timeout_ms)
     staging, staging_problems = remove_abandoned_staging(metastore)
     expired = metastore.leases.expire(lease_timeout_ms)
-    purged = metastore.compactions.purge_history(history)
+    purged = metastore.compactions.purge_history(history, since_ms=metastore.db.clock.now_ms() - COLLAPSE_WINDOW_MS)
     write_set_rows = metastore.db.run("garbage-collect WRITE_SET", _collect_write_set)
     cutoff = metastore.db.clock.now_ms() - metastore.txns.txn_timeout_ms
     removed_txns = metastore.db.run("forget aborted transactions with nothing left to clean",

@@ -71,6 +71,12 @@ class Decision:
     number_of_buckets: int | None = None  # a rebalance's CLUSTERED INTO n BUCKETS
 
 
+def _same_partition_as(column, other):
+    """`column` and `other` name the same partition (both NULL for an unpartitioned table), in a form both databases
+    match by index (IS NOT DISTINCT FROM is not an index condition on PostgreSQL)."""
+    return sa.or_(column == other, sa.and_(column.is_(None), other.is_(None)))
+
+
 def _same_partition(column, partition: str | None):
     return column.is_(None) if partition is None else column == partition
 
@@ -154,14 +160,17 @@ def _read_candidates(metastore: Metastore, *, after: Cursor | None, limit: int |
             written = written.order_by(ctc.CTC_TIMESTAMP, ctc.CTC_TXNID).limit(limit)
         rows = conn.execute(written).all()
 
-        newest = (sa.select(sa.func.max(cc.CC_ID).label("newest"))
-                  .group_by(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION).subquery())
+        # failed / did-not-initiate entries (by the state index) that are the newest of their partition (an index
+        # probe each), where the partition still has writes
+        newer = s.completed_compactions.alias("newer")
+        is_newest = ~sa.exists().where(newer.c.CC_DATABASE == cc.CC_DATABASE, newer.c.CC_TABLE == cc.CC_TABLE,
+                                       _same_partition_as(newer.c.CC_PARTITION, cc.CC_PARTITION),
+                                       newer.c.CC_ID > cc.CC_ID)
         has_components = sa.exists().where(ctc.CTC_DATABASE == cc.CC_DATABASE, ctc.CTC_TABLE == cc.CC_TABLE,
-                                           ctc.CTC_PARTITION.is_not_distinct_from(cc.CC_PARTITION))
+                                           _same_partition_as(ctc.CTC_PARTITION, cc.CC_PARTITION))
         retries = (sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
-                   .join(newest, cc.CC_ID == newest.c.newest)
                    .where(cc.CC_STATE.in_((CompactionState.FAILED.value, CompactionState.DID_NOT_INITIATE.value)),
-                          has_components))
+                          is_newest, has_components))
         if limit is not None:
             retries = retries.order_by(cc.CC_ID).limit(limit)
         aborted = (sa.select(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, sa.func.min(txns.TXN_STARTED),

@@ -551,21 +551,42 @@ class CompactionQueue:
         wanted.sort(key=lambda e: (-(max(e.end_ms or 0, e.start_ms or 0, e.commit_ms or 0)), e.enqueue_ms or 0, e.id))
         return wanted[:limit] if limit is not None else wanted
 
-    def purge_history(self, retention: HistoryRetention = HistoryRetention()) -> int:
-        """Keep the newest N history entries per partition and state; drop old failures superseded by a success."""
+    def purge_history(self, retention: HistoryRetention = HistoryRetention(), *, since_ms: int | None = None) -> int:
+        """Keep the newest N history entries per partition and state; drop old failures superseded by a success.
+
+        Args:
+            since_ms: look only at partitions with an entry that ended since then, or with a failed, did-not-initiate
+                or refused entry that started before the retention time-out (both found by index), instead of the
+                whole history: a partition's counts grow only when it gets an entry, and its old failures age out
+                in place. None looks at every partition (a changed retention then applies everywhere at once).
+        """
         keep = {CompactionState.SUCCEEDED.value: retention.succeeded, CompactionState.FAILED.value: retention.failed,
                 CompactionState.DID_NOT_INITIATE.value: retention.did_not_initiate,
                 CompactionState.REFUSED.value: retention.refused}
         cc = s.completed_compactions.c
+        columns = (cc.CC_ID, cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION, cc.CC_STATE, cc.CC_TYPE, cc.CC_START)
+        cutoff = self.db.clock.now_ms() - retention.timeout_ms
+        aging = ("a", "f", "c")
+
+        def history_rows(conn: Connection) -> list:
+            if since_ms is None:
+                return conn.execute(sa.select(*columns).order_by(cc.CC_ID.desc())).all()
+            where = {tuple(row) for row in conn.execute(sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
+                                                        .where(cc.CC_END >= since_ms)).all()}
+            where |= {tuple(row) for row in conn.execute(sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
+                                                         .where(cc.CC_STATE.in_(aging), cc.CC_START < cutoff)).all()}
+            rows = []
+            for database, table, partition in where:
+                rows += conn.execute(sa.select(*columns).where(
+                    cc.CC_DATABASE == database, cc.CC_TABLE == table,
+                    cc.CC_PARTITION.is_(None) if partition is None else cc.CC_PARTITION == partition)).all()
+            return sorted(rows, key=lambda row: -row.CC_ID)
 
         def purge(conn: Connection) -> int:
-            rows = conn.execute(sa.select(cc.CC_ID, cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION, cc.CC_STATE,
-                                          cc.CC_TYPE, cc.CC_START).order_by(cc.CC_ID.desc())).all()
             seen: dict[tuple, int] = {}
             newer_successes: dict[tuple, set[str]] = {}
             doomed = []
-            cutoff = self.db.clock.now_ms() - retention.timeout_ms
-            for row in rows:
+            for row in history_rows(conn):
                 where = (row.CC_DATABASE, row.CC_TABLE, row.CC_PARTITION)
 
                 count = seen.get((where, row.CC_STATE), 0) + 1
@@ -575,7 +596,7 @@ class CompactionQueue:
                     doomed.append(row.CC_ID)
                     continue
                 successes = newer_successes.setdefault(where, set())
-                if (row.CC_STATE in ("a", "f", "c") and (row.CC_START or 0) < cutoff
+                if (row.CC_STATE in aging and (row.CC_START or 0) < cutoff
                         and (CompactionType.MAJOR.value in successes or row.CC_TYPE in successes)):
                     doomed.append(row.CC_ID)
                 if row.CC_STATE == CompactionState.SUCCEEDED.value:
