@@ -550,6 +550,21 @@ def test_purge_history_keeps_the_newest_per_state_and_partition(ms):
     assert ms.compactions.purge_history() == 0
 
 
+def test_purge_history_since_looks_only_at_recently_changed_or_aging_partitions(ms, clock):
+    quiet = _history(ms, "p=1", [S.SUCCEEDED] * 5)
+    aging = _history(ms, "p=2", [S.FAILED])
+    clock.advance(8 * 24 * 3600 * 1000)
+    aging += _history(ms, "p=2", [S.SUCCEEDED])
+    clock.advance(2 * 3600 * 1000)
+    busy = _history(ms, "p=3", [S.SUCCEEDED] * 4)
+    since = clock.now_ms() - 3600 * 1000
+    assert ms.compactions.purge_history(since_ms=since) == 2  # p=3's oldest, and p=2's failure behind its success
+    kept = {r["CC_ID"] for r in rows(ms, schema.completed_compactions)}
+    assert kept == set(quiet) | {aging[1]} | set(busy[1:])
+    assert ms.compactions.purge_history() == 2  # a full pass finds p=1 as well
+    assert ms.compactions.purge_history(since_ms=since) == 0
+
+
 def test_purge_history_custom_retention(ms):
     ids = _history(ms, "p=1", [S.SUCCEEDED] * 3 + [S.FAILED] * 3)
     assert ms.compactions.purge_history(HistoryRetention(succeeded=1, failed=0)) == 5

@@ -574,7 +574,7 @@ class CompactionQueue:
             where = {tuple(row) for row in conn.execute(sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
                                                         .where(cc.CC_END >= since_ms)).all()}
             where |= {tuple(row) for row in conn.execute(sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
-                                                         .where(cc.CC_STATE.in_(aging), cc.CC_START < cutoff)).all()}
+                                                         .where(cc.CC_STATE.in_(aging), sa.func.coalesce(cc.CC_START, 0) < cutoff)).all()}
             rows = []
             for database, table, partition in where:
                 rows += conn.execute(sa.select(*columns).where(
