@@ -228,6 +228,7 @@ class Launcher:
                 self.say(line)
             self.say(f"  health:   {_health_summary(health)}")
             self.say(f"  DAGs run every {self.env['ACID_INITIATOR_INTERVAL_SECONDS']} s (initiator) / "
+                     f"{self.env['ACID_WORKER_INTERVAL_SECONDS']} s (worker) / "
                      f"{self.env['ACID_CLEANER_INTERVAL_SECONDS']} s (cleaner), Spark {SPARK_MASTER}; task logs in "
                      f"{settings.logs / 'airflow'}")
             self.say(f"  see what they did:  ACID_HOME={settings.acid_home} {acid} sql \"SHOW COMPACTIONS\"")

@@ -22,7 +22,8 @@ METASTORE_CONN_ID = "acid_metastore"
 SPARK_CONN_ID = "spark_default"
 SPARK_MASTER = "local[2]"
 POOL = "acid_compaction"
-DEMO_INTERVALS = {"ACID_INITIATOR_INTERVAL_SECONDS": "60", "ACID_CLEANER_INTERVAL_SECONDS": "60"}
+DEMO_INTERVALS = {"ACID_INITIATOR_INTERVAL_SECONDS": "60", "ACID_WORKER_INTERVAL_SECONDS": "60",
+                  "ACID_CLEANER_INTERVAL_SECONDS": "60"}
 # Environment connections win over the ones stored in Airflow's DB: drop these so the DAGs use what set-up stored.
 SHADOWING_VARIABLES = ("AIRFLOW_CONN_ACID_METASTORE", "AIRFLOW_CONN_SPARK_DEFAULT")
 

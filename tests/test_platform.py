@@ -151,6 +151,7 @@ def test_platform_environment_puts_state_under_acid_home_and_keeps_the_users_cho
     assert airflow_env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] == "False"
     assert airflow_env["ACID_INITIATOR_INTERVAL_SECONDS"] == "120"  # the user's choice
     assert airflow_env["ACID_CLEANER_INTERVAL_SECONDS"] == "60"  # the demo's
+    assert airflow_env["ACID_WORKER_INTERVAL_SECONDS"] == "60"
     assert airflow_env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://127.0.0.1:8123/execution/"
     assert "AIRFLOW_CONN_ACID_METASTORE" not in airflow_env  # would shadow the connection set-up stores
     assert airflow_env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
