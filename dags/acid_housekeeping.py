@@ -21,8 +21,12 @@ revertTimedoutWorkers:
 2. put `working` compactions older than `worker_timeout_seconds` (`hive.compactor.worker.timeout`) back to
    `initiated`, aborting their compactor transactions and removing only their hidden result directories;
 3. expire reader leases older than `lease_timeout_seconds`; 4. purge compaction history, keeping the newest
-   `history_*` entries per partition and state (`metastore.compactor.history.retention.*`); 5. forget empty aborted
-   transactions and dead WRITE_SET rows.
+   `history_*` entries per partition and state (`metastore.compactor.history.retention.*`) in partitions with
+   recent or aging entries; 5. forget what no snapshot can need: WRITE_SET rows no transaction can conflict with,
+   aborted transactions whose writes the cleaner removed (or that wrote nothing), TXN_TO_WRITE_ID rows below the
+   lowest open or aborted transaction (100,000 a run at most), and COMPLETED_TXN_COMPONENTS rows that a newer write
+   of the same partition stands for. A run costs what it removes plus the open and aborted transactions, not the
+   history, so snapshots and their ValidTxnList stay as small as the open work.
 
 Every step is a compare-and-swap or an idempotent delete, so overlapping runs are safe.
 """
