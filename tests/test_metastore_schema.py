@@ -179,6 +179,26 @@ def test_init_keeps_existing_data(store):
     assert store.txns.open_txn() == txn_id + 1
 
 
+VERSION_2_INDEXES = ("CTC_TIMESTAMP_IDX", "T2W_TXNID_IDX", "WRITE_SET_COMMIT_IDX", "COMPLETED_COMPACTIONS_STATE_IDX",
+                     "COMPLETED_COMPACTIONS_END_IDX")
+
+
+def test_init_upgrades_a_version_1_metastore_in_place(store):
+    store.init()
+    txn_id = store.txns.open_txn()
+    with store.db.engine.begin() as connection:  # what version 1 had: none of version 2's indexes
+        for name in VERSION_2_INDEXES:
+            connection.exec_driver_sql(f'DROP INDEX "{name}"')
+        connection.execute(schema.acid_schema_version.delete().where(schema.acid_schema_version.c.VERSION == 2))
+    assert store.init() == 2
+    indexes = set()
+    inspector = sa.inspect(store.db.engine)
+    for table in inspector.get_table_names():
+        indexes |= {index["name"] for index in inspector.get_indexes(table)}
+    assert set(VERSION_2_INDEXES) <= indexes
+    assert [t.txn_id for t in store.txns.show_transactions()] == [txn_id]
+
+
 def _counter_rows(connection) -> dict[str, list]:
     return {table.name: sorted(tuple(r) for r in connection.execute(sa.select(table)).all())
             for table in (schema.next_txn_id, schema.next_lock_id, schema.next_compaction_queue_id,
