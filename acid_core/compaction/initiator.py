@@ -217,6 +217,7 @@ class CycleReads:
         self._databases: dict[str, DatabaseInfo] = {}
         self._write_ids: dict[str, ValidCompactorWriteIdList] = {}
         self._queued: dict[tuple[str, str, str | None], tuple[int, str]] | None = None
+        self._failures: dict[tuple[str, str, str | None], int] | None = None
 
     def table(self, database: str, name: str) -> TableInfo:
         """The table's definition.
@@ -242,6 +243,18 @@ class CycleReads:
             self._write_ids[name] = ValidCompactorWriteIdList.from_reader(
                 self.metastore.txns.snapshot([name]).write_ids[name])
         return self._write_ids[name]
+
+    def failures(self, candidate: Candidate) -> int:
+        """How many `failed` history entries the candidate's partition has (one query per cycle, by the state index):
+        only a partition with at least the failed threshold of them needs its history read."""
+        if self._failures is None:
+            cc = s.completed_compactions.c
+            rows = self.metastore.db.run("count failed compactions", lambda conn: conn.execute(
+                sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION, sa.func.count())
+                .where(cc.CC_STATE == CompactionState.FAILED.value)
+                .group_by(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)).all(), write=False)
+            self._failures = {(row[0], row[1], row[2]): row[3] for row in rows}
+        return self._failures.get((candidate.database, candidate.table, candidate.partition), 0)
 
     def queued_or_working(self, candidate: Candidate) -> tuple[int, str] | None:
         """The lowest-numbered initiated or working queue entry of the candidate's partition: (id, state)."""
@@ -381,7 +394,8 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
     queued = reads.queued_or_working(candidate)
     if queued is not None:
         return _skip(candidate, f"compaction {queued[0]} is already {queued[1]} for {candidate.full_partition_name}")
-    failed = _failed_too_often(metastore, candidate, failed_threshold, failed_retry_time_ms)
+    failed = (_failed_too_often(metastore, candidate, failed_threshold, failed_retry_time_ms)
+              if reads.failures(candidate) >= failed_threshold else None)
     if failed is not None:
         return _skip(candidate, failed)
     if candidate.too_many_aborts:
