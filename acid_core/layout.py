@@ -122,8 +122,9 @@ def parse_delta(name: str) -> ParsedDelta:
     plain = _PLAIN_DELTA_RE.fullmatch(name)
     if plain is not None:
         delete, low, high, statement, visibility = plain.groups()
-        if int(low) <= int(high):
-            return ParsedDelta(name, int(low), int(high), None if statement is None else int(statement),
+        low_id, high_id = int(low), int(high)
+        if low_id <= high_id:
+            return ParsedDelta(name, low_id, high_id, None if statement is None else int(statement),
                                int(visibility) if visibility else 0, delete is not None)
     if name.startswith(DELETE_DELTA_PREFIX):
         is_delete, prefix = True, DELETE_DELTA_PREFIX

@@ -12,7 +12,7 @@ import dataclasses
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,7 @@ import pyarrow as pa
 from acid_core.delete_events import (DeleteCursor, DeleteRegistry, Key, KeyArrays, read_delete_keys,
                                      valid_write_id_mask, without_deleted)
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError, UsageError
-from acid_core.fs import FileSystem
+from acid_core.fs import FileSystem, concurrently
 from acid_core.layout import (ParsedDelta, is_hidden, parse_bucket_file, parse_directory, parse_original_file,
                               side_file_name)
 from acid_core.orc_events import (CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW, EventFile,
@@ -156,24 +156,78 @@ def _delete_event_count(delete_files: Sequence[EventFile]) -> int:
     return sum(f.stats.deletes if f.stats is not None else f.num_rows for f in delete_files)
 
 
+FOOTER_THREADS = 16  # footers a planner opens at once, whatever the number of files
+
+
+@dataclass(frozen=True, slots=True)
+class Footer:
+    """What planning a read takes from a file's footer: its stripes, its delete events (by `hive.acid.stats`, the
+    row count when absent) and its length in bytes."""
+
+    path: str
+    stripes: int
+    delete_events: int
+    length: int
+
+
+def read_footer(fs: FileSystem, path: str) -> Footer:
+    """Open one file's footer (its tail; no data is read).
+
+    Raises:
+        CorruptFileError: not a readable ORC file.
+        SchemaMismatchError: a file whose schema is neither Hive's event schema nor a plain row schema.
+    """
+    event_file = EventFile(fs, path)
+    stats = event_file.stats
+    return Footer(path, event_file.num_stripes, stats.deletes if stats is not None else event_file.num_rows,
+                  event_file.file_length)
+
+
+def read_footers(files: Sequence[tuple[FileSystem, str]]) -> list[Footer]:
+    """The footers of `(filesystem, path)` pairs, in order, opened `FOOTER_THREADS` at a time (pyarrow reads a file's
+    tail without holding the GIL): a planner waits about one round trip per `FOOTER_THREADS` files, not per file."""
+    return concurrently(lambda file: read_footer(*file), files, threads=FOOTER_THREADS)
+
+
+def _footers_of(fs: FileSystem, paths: Sequence[str], known: Mapping[str, Footer] | None) -> Mapping[str, Footer]:
+    """Footers by path: those given in `known`, the others opened here (concurrently)."""
+    known = known or {}
+    missing = [path for path in paths if path not in known]
+    if not missing:
+        return known
+    return {**known, **{footer.path: footer for footer in read_footers([(fs, path) for path in missing])}}
+
+
 def uses_sort_merge(fs: FileSystem, deletes: Sequence[DeleteSource], *,
-                    max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> bool:
+                    max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY,
+                    footers: Mapping[str, Footer] | None = None) -> bool:
     """Whether a read streams its delete events in a sort-merge: more of them than fit the in-memory bound.
 
     Hive's VectorizedOrcAcidRowBatchReader falls back to its SortMergedDeleteEventRegistry the same way. Only file
-    footers are read; a distributed reader decides once on its driver and hands the answer to every task.
+    footers are read (those not in `footers`, by path); a distributed reader decides once on its driver and hands
+    the answer to every task.
     """
-    return _delete_event_count([EventFile(fs, source.path) for source in deletes]) > max_delete_events_in_memory
+    known = _footers_of(fs, [source.path for source in deletes], footers)
+    return sum(known[source.path].delete_events for source in deletes) > max_delete_events_in_memory
 
 
-def read_units(fs: FileSystem, plan: ReadPlan) -> list[tuple[InsertSource, int | None]]:
+def footer_paths(plan: ReadPlan) -> list[str]:
+    """The files whose footers `read_units` and `uses_sort_merge` read: the insert files it does not know the length
+    of from a side file, and the delete files."""
+    return [source.path for source in plan.inserts if source.length is None] + [source.path for source in plan.deletes]
+
+
+def read_units(fs: FileSystem, plan: ReadPlan, *,
+               footers: Mapping[str, Footer] | None = None) -> list[tuple[InsertSource, int | None]]:
     """Independent pieces of work, `(insert source, stripe or None)`: one per stripe of a multi-stripe file, on
     either delete path (the sort-merge starts its delete cursors at the stripe's first key, found from the previous
-    stripe's `hive.acid.key.index` entry), else one per file."""
+    stripe's `hive.acid.key.index` entry), else one per file. Footers not in `footers` (by path) are opened here."""
+    split = [source for source in plan.inserts if source.synthetic is None and source.length is None]
+    known = _footers_of(fs, [source.path for source in split], footers)
     units: list[tuple[InsertSource, int | None]] = []
     for source in plan.inserts:
         if source.synthetic is None and source.length is None:
-            stripes = EventFile(fs, source.path).num_stripes
+            stripes = known[source.path].stripes
             if stripes > 1:
                 units.extend((source, stripe) for stripe in range(stripes))
                 continue

@@ -237,6 +237,11 @@ class EventFile:
         return self._orc.nstripes
 
     @property
+    def file_length(self) -> int:
+        """Bytes of the file (of its readable prefix, for a file opened at a flushed length)."""
+        return self._orc.file_length
+
+    @property
     def stats(self) -> AcidStats | None:
         text = self._metadata.get(STATS_KEY)
         return None if text is None else AcidStats.parse(text, self.path)

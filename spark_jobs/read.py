@@ -1,12 +1,15 @@
 """Reading ACID tables as Spark DataFrames under one snapshot: acid_core's merge-on-read, run on Spark's tasks.
 
-The driver takes the snapshot (from an open transaction, a reader lease, or the metastore now), computes each
-partition's directory state (`get_acid_state`) and read plan (`plan_read`), picks its delete path
-(`uses_sort_merge`: Hive's `hive.transactional.events.mem` rule) and splits it into units: one per insert file, or
-per stripe of a multi-stripe file when the deletes fit in memory (`read_units`). Spark then reads the units in
-parallel (`mapInArrow`); every task opens the files through acid_core (pyarrow.fs), loads the delete events of each
-bucket it reads once, from only that bucket's delete files (or streams them, skipping delete stripes below the
-unit by `hive.acid.key.index`), and yields Arrow record batches a stripe at a time.
+The driver takes the snapshot (from an open transaction, a reader lease, or the metastore now), picks the partitions
+from the catalog (a partial spec, and a `partition_predicate`: partitions the caller's condition cannot hold in are
+neither listed nor read, as Hive's compiler prunes them), computes each one's directory state (`get_acid_state`) and
+read plan (`plan_read`), as many partitions at once as their filesystem takes, opens the footers of the files to read
+`FOOTER_THREADS` at a time, picks each partition's delete path (`uses_sort_merge`: Hive's
+`hive.transactional.events.mem` rule) and splits it into units: one per insert file, or per stripe of a multi-stripe
+file (`read_units`). Spark then reads the units in parallel (`mapInArrow`); every task opens the files through
+acid_core (pyarrow.fs), loads the delete events of each bucket it reads once, from only that bucket's delete files
+(or streams them, skipping delete stripes below the unit by `hive.acid.key.index`), and yields Arrow record batches a
+stripe at a time.
 
 Columns: `row__id` struct<writeid:bigint,bucketid:int,rowid:bigint> first when asked for, then the table's columns
 (catalog names; Hive's files say `_col0`...), then the partition columns typed by the catalog's key types. Types
@@ -33,15 +36,17 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from acid_core.errors import AcidError, MetastoreError, SchemaMismatchError
-from acid_core.fs import FileSystem
+from acid_core.fs import FileSystem, concurrently
 from acid_core.layout import DEFAULT_PARTITION_NAME
-from acid_core.locations import data_location
-from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, InsertSource, PartitionReader, ReadPlan, file_bucket,
-                             plan_read, read_units, source_bucket, uses_sort_merge)
+from acid_core.locations import DataLocation, data_location
+from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, Footer, InsertSource, PartitionReader, ReadPlan,
+                             file_bucket, footer_paths, plan_read, read_footers, read_units, source_bucket,
+                             uses_sort_merge)
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.leases import Lease
 from acid_core.metastore.txns import Snapshot, full_table_name
+from acid_core.pruning import PartitionPruner, Predicate
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidWriteIdList
 from spark_jobs.types import spark_schema, to_spark
@@ -79,6 +84,7 @@ class TableReadPlan:
     write_ids: ValidWriteIdList
     partitions: tuple[PartitionRead, ...]
     units: tuple[tuple[int, InsertSource, int | None], ...]
+    unit_bytes: tuple[float, ...] = ()  # each unit's estimated size (its file's bytes over its stripes)
 
 
 def _snapshot(metastore: Metastore, table: TableInfo, txn_id: int | None, lease: Lease | None) -> Snapshot:
@@ -99,10 +105,11 @@ def _spec_text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _selected_partitions(metastore: Metastore, table: TableInfo,
-                         partition: Mapping[str, object] | None) -> list[tuple[str | None, dict[str, str]]]:
-    """(partition name, spec) of every partition the read covers; a partial spec selects every partition matching
-    it. An unpartitioned table is one partition named None."""
+def _selected_partitions(metastore: Metastore, table: TableInfo, partition: Mapping[str, object] | None,
+                         predicate: Predicate | None = None) -> list[tuple[str | None, dict[str, str]]]:
+    """(partition name, spec) of every partition the read covers: those of the catalog matching the partial spec
+    `partition` and that `predicate` may hold in (`acid_core.pruning`). An unpartitioned table is one partition
+    named None. Nothing is listed here: only the catalog is read."""
     if not table.partition_keys:
         if partition:
             raise MetastoreError(f"table {table.full_name} is not partitioned, got partition {dict(partition)!r}")
@@ -113,8 +120,13 @@ def _selected_partitions(metastore: Metastore, table: TableInfo,
     if unknown:
         raise MetastoreError(f"partition {dict(partition)!r} of {table.full_name}: {unknown} are not partition keys "
                              f"(the keys are {keys})")
-    return [(p.name, p.spec) for p in metastore.catalog.list_partitions(table.database, table.name)
-            if all(p.spec.get(key) == value for key, value in wanted.items())]
+    pruner = PartitionPruner(predicate, {k.name: k.type for k in table.partition_keys})
+    selected = []
+    for info in metastore.catalog.list_partitions(table.database, table.name):
+        spec = info.spec
+        if all(spec.get(key) == value for key, value in wanted.items()) and pruner.matches(spec):
+            selected.append((info.name, spec))
+    return selected
 
 
 def _partition_values(table: TableInfo, spec: Mapping[str, str], schema: pa.Schema) -> tuple[pa.Scalar, ...]:
@@ -134,32 +146,56 @@ def _partition_values(table: TableInfo, spec: Mapping[str, str], schema: pa.Sche
 
 
 def plan_table_read(metastore: Metastore, database: str, table: str, *, partition: Mapping[str, object] | None = None,
-                    txn_id: int | None = None, lease: Lease | None = None,
+                    partition_predicate: Predicate | None = None, txn_id: int | None = None,
+                    lease: Lease | None = None,
                     max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> TableReadPlan:
     """Plan a read on the driver (see `read_table` for the arguments); lists the snapshot's files once.
 
+    Only the partitions selected (`partition`, `partition_predicate`) are listed: as many at once as their
+    filesystem takes (`FileSystem.io_threads`); then the footers of every file to read, `FOOTER_THREADS` at once.
     A partition (or unpartitioned table) whose directory does not exist yet reads as empty.
     """
     info = metastore.catalog.require_transactional(database, table)
     snapshot = _snapshot(metastore, info, txn_id, lease)
     write_ids = snapshot.write_ids[full_table_name(info.database, info.name)]
     arrow_schema = to_arrow_schema(table_schema(info), timezone="UTC")
+    selected = _selected_partitions(metastore, info, partition, partition_predicate)
+
+    def list_partition(item: tuple[str | None, dict[str, str]]) -> tuple[DataLocation, dict, ReadPlan] | None:
+        name, spec = item
+        where = data_location(info, name)
+        state = get_acid_state(where.path, write_ids=write_ids, txns=snapshot.txns, ignore_empty_files=True,
+                               missing_ok=True, fs=where.fs)
+        if state.listing is not None and not state.listing.entries:
+            return None
+        return where, spec, plan_read(where.fs, state, write_ids)
+
+    threads = data_location(info).fs.io_threads if len(selected) > 1 else 1
+    listed = [planned for planned in concurrently(list_partition, selected, threads=threads) if planned is not None]
+    footers = {footer.path: footer for footer in
+               read_footers([(where.fs, path) for where, _, plan in listed for path in footer_paths(plan)])}
     partitions: list[PartitionRead] = []
     units: list[tuple[int, InsertSource, int | None]] = []
-    for name, spec in _selected_partitions(metastore, info, partition):
-        where = data_location(info, name)
-        fs, location = where.fs, where.path
-        state = get_acid_state(location, write_ids=write_ids, txns=snapshot.txns, ignore_empty_files=True,
-                               missing_ok=True, fs=fs)
-        if state.listing is not None and not state.listing.entries:
-            continue
-        plan = plan_read(fs, state, write_ids)
-        sort_merge = uses_sort_merge(fs, plan.deletes, max_delete_events_in_memory=max_delete_events_in_memory)
+    unit_bytes: list[float] = []
+    for where, spec, plan in listed:
+        sort_merge = uses_sort_merge(where.fs, plan.deletes, max_delete_events_in_memory=max_delete_events_in_memory,
+                                     footers=footers)
         index = len(partitions)
-        partitions.append(PartitionRead(location, fs, ReadPlan(None, (), plan.deletes), sort_merge,
+        partitions.append(PartitionRead(where.path, where.fs, ReadPlan(None, (), plan.deletes), sort_merge,
                                         _partition_values(info, spec, arrow_schema)))
-        units.extend((index, source, stripe) for source, stripe in read_units(fs, plan))
-    return TableReadPlan(info, snapshot, write_ids, tuple(partitions), tuple(units))
+        for source, stripe in read_units(where.fs, plan, footers=footers):
+            units.append((index, source, stripe))
+            unit_bytes.append(_unit_bytes(source, stripe, footers))
+    return TableReadPlan(info, snapshot, write_ids, tuple(partitions), tuple(units), tuple(unit_bytes))
+
+
+def _unit_bytes(source: InsertSource, stripe: int | None, footers: Mapping[str, Footer]) -> float:
+    """A unit's estimated size: its file's bytes (the flushed length of a streaming file), over its stripes when the
+    unit is one stripe."""
+    if source.length is not None:
+        return float(max(source.length, 1))
+    footer = footers[source.path]
+    return max(footer.length, 1) / (footer.stripes if stripe is not None else 1)
 
 
 # --- the tasks ---------------------------------------------------------------------------------------------------
@@ -233,14 +269,17 @@ class _ReadUnits:
 
 
 def read_table(spark: SparkSession, metastore: Metastore, database: str, table: str, *,
-               partition: Mapping[str, object] | None = None, include_row_id: bool = False, txn_id: int | None = None,
-               lease: Lease | None = None,
+               partition: Mapping[str, object] | None = None, partition_predicate: Predicate | None = None,
+               include_row_id: bool = False, txn_id: int | None = None, lease: Lease | None = None,
                max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> DataFrame:
     """The rows of an ACID table (or some of its partitions) under one snapshot, as a DataFrame.
 
     Args:
         partition: a partition spec (`{"day": "2024-01-01"}`); a subset of the keys selects every matching partition,
             a spec no partition matches reads nothing. None reads every partition in the catalog.
+        partition_predicate: what the caller's condition says of the rows it wants (`acid_core.pruning`, e.g. from
+            `spark_jobs.pruning.condition_predicate`): partitions where it cannot hold are neither listed nor read.
+            The DataFrame still holds every row of the partitions read: the caller applies its condition.
         include_row_id: add Hive's `row__id` struct first.
         txn_id: read as this open transaction (its own writes are visible).
         lease: read the snapshot a reader lease holds (`leased_snapshot`). With neither, the snapshot is taken now;
@@ -255,8 +294,8 @@ def read_table(spark: SparkSession, metastore: Metastore, database: str, table: 
         AcidError: the snapshot cannot be served (e.g. NotEnoughHistoryError), or files are corrupt (when Spark
             runs the tasks, wrapped in Spark's Python exception).
     """
-    plan = plan_table_read(metastore, database, table, partition=partition, txn_id=txn_id, lease=lease,
-                           max_delete_events_in_memory=max_delete_events_in_memory)
+    plan = plan_table_read(metastore, database, table, partition=partition, partition_predicate=partition_predicate,
+                           txn_id=txn_id, lease=lease, max_delete_events_in_memory=max_delete_events_in_memory)
     schema = table_schema(plan.table, include_row_id=include_row_id)
     if not plan.units:
         return spark.createDataFrame([], schema)
@@ -277,13 +316,16 @@ def _balanced_bins(plan: TableReadPlan, tasks: int) -> list[list[int]]:
     Contiguous runs keep the output in read order and one partition's delete events in memory at a time per task;
     Python tasks have a fixed start-up cost, so one task per core beats many small ones.
     """
-    stripes: dict[str, int] = {}
-    for _, source, _ in plan.units:
-        stripes[source.path] = stripes.get(source.path, 0) + 1
-    weights = []
-    for index, source, _ in plan.units:
-        size = source.length if source.length is not None else plan.partitions[index].fs.file_size(source.path)
-        weights.append(max(size, 1) / stripes[source.path])
+    if plan.unit_bytes:
+        weights = list(plan.unit_bytes)
+    else:  # a plan made without footers' lengths: one stat per file
+        stripes: dict[str, int] = {}
+        for _, source, _ in plan.units:
+            stripes[source.path] = stripes.get(source.path, 0) + 1
+        weights = []
+        for index, source, _ in plan.units:
+            size = source.length if source.length is not None else plan.partitions[index].fs.file_size(source.path)
+            weights.append(max(size, 1) / stripes[source.path])
     total, bins, current, done = sum(weights), [], [], 0.0
     for number, weight in enumerate(weights):
         target = total * (len(bins) + 1) / tasks

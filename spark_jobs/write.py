@@ -4,9 +4,11 @@ Every call is one `acid_core.table_write.TableWrite` on the driver (transaction,
 shared_write lock on the table); Spark tasks only write event files (acid_core's columnar writer: Hive's event schema
 and user metadata) into its hidden staging directories; the driver records the partitions written (TXN_COMPONENTS:
 insert, update or delete, which drives first-committer-wins), renames the staging to `delta_w_w_s` /
-`delete_delta_w_w_s` and commits. Any failure aborts the transaction and removes what was written: nothing visible
-is left; a killed driver's staging is removed by housekeeping. Unbucketed tables get one file per Spark task (`bucket_<task>`, the task
-being the writer id, as Hive's parallel writers); bucketed tables one file per bucket (Hive's hash).
+`delete_delta_w_w_s` and commits. UPDATE, DELETE and MERGE read only the partitions their condition (the WHERE, or
+MERGE's ON) can hold in (`spark_jobs.pruning`). Any failure aborts the transaction and removes what was written:
+nothing visible is left; a killed driver's staging is removed by housekeeping. Unbucketed tables get one file per
+Spark task (`bucket_<task>`, the task being the writer id, as Hive's parallel writers); bucketed tables one file per
+bucket (Hive's hash).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION
 from acid_core.rowid import decode_bucket_ids, encode_bucket
 from acid_core.table_write import TableWrite, compression_of, strongest
 from acid_core.types import arrow_struct
+from spark_jobs.pruning import condition_predicate
 from spark_jobs.types import spark_schema
 
 PART, BUCKET, OWID, BPROP, ROWID = "__acid_part", "__acid_bucket", "__acid_owid", "__acid_bprop", "__acid_rowid"
@@ -325,7 +328,8 @@ def delete(spark, metastore: Metastore, database: str, table: str, condition: st
 
     write = _Write(metastore, database, table, "spark delete")
     try:
-        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id) \
+        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id,
+                              partition_predicate=condition_predicate(condition, qualifiers=(write.table.name,))) \
             .alias(write.table.name)  # the condition may qualify columns with the table's name
         results = _delete_frame(write, snapshot.filter(F.expr(condition)), 0)
         write.finish({part: Operation.DELETE for part, _, _ in results})
@@ -352,7 +356,8 @@ def update(spark, metastore: Metastore, database: str, table: str, condition: st
         unknown = set(assignments) - {c.name for c in info.columns}
         if unknown:
             raise AcidError(f"update of {info.full_name}: {sorted(unknown)} are not columns")
-        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id) \
+        snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id,
+                              partition_predicate=condition_predicate(condition, qualifiers=(info.name,))) \
             .alias(write.table.name)  # the condition may qualify columns with the table's name
         matched = snapshot.filter(F.expr(condition)).cache()
         deleted = _delete_frame(write, matched, 0)
@@ -387,7 +392,11 @@ def merge(spark, metastore: Metastore, database: str, table: str, source: DataFr
         keys = [k.name for k in info.partition_keys]
         if matched_update and set(matched_update) & (set(keys) | set(info.bucket_columns)):
             raise AcidError(f"merge into {info.full_name}: partition and bucketing columns cannot be updated")
-        target = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id) \
+        # A target row the ON condition cannot match is never updated or deleted, and an unmatched target row
+        # produces nothing (no WHEN NOT MATCHED BY SOURCE): partitions where ON cannot hold are not read.
+        on_target = condition_predicate(on, qualifiers=(target_alias,), unqualified=False)
+        target = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id,
+                            partition_predicate=on_target) \
             .withColumn("__acid_target", F.lit(True)).alias(target_alias)
         src = source.withColumn("__acid_source", F.lit(True)).alias(source_alias)
         joined = target.join(src, F.expr(on), "full_outer" if not_matched_insert else "inner").cache()

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Union
 
+from acid_core.pruning import Predicate
+
 
 def _source_text():
     return field(default="", compare=False, repr=False, kw_only=True)
@@ -378,10 +380,24 @@ class SparkText:
 
 
 @dataclass(frozen=True, slots=True)
+class TableRead:
+    """A table a statement reads through a view (every one it names but its target), with what the WHERE of the
+    query block reading it says of the rows it takes from it (None: nothing known, every partition is read)."""
+
+    name: TableName
+    predicate: Predicate | None = None
+
+
+def _reads():
+    return field(default=(), compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
 class SparkQuery:
     """`[WITH ...] SELECT ...` or Hive's `FROM ... SELECT ...`: the whole statement is the query."""
 
     query: SparkText
+    reads: tuple[TableRead, ...] = _reads()
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +413,7 @@ class SparkInsert:
     partition: PartitionSpec | None = None
     dynamic_keys: tuple[str, ...] = ()
     columns: tuple[str, ...] = ()
+    reads: tuple[TableRead, ...] = _reads()
 
 
 Assignments = tuple[tuple[str, SparkText], ...]
@@ -410,6 +427,7 @@ class SparkUpdate:
     table: TableName
     assignments: Assignments
     condition: SparkText | None = None
+    reads: tuple[TableRead, ...] = _reads()
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,6 +436,7 @@ class SparkDelete:
 
     table: TableName
     condition: SparkText | None = None
+    reads: tuple[TableRead, ...] = _reads()
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +478,7 @@ class SparkMerge:
     source_alias: str
     on: SparkText
     clauses: tuple[MergeUpdate | MergeDelete | MergeInsert, ...]
+    reads: tuple[TableRead, ...] = _reads()
 
 
 SparkStatement = SparkQuery | SparkInsert | SparkUpdate | SparkDelete | SparkMerge

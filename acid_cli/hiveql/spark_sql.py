@@ -29,8 +29,10 @@ from sqlglot.tokens import Token, TokenType
 
 from acid_cli.hiveql.ast import (MergeDelete, MergeInsert, MergeUpdate, PartitionSpec, PartitionValue, SparkDelete,
                                  SparkInsert, SparkMerge, SparkQuery, SparkStatement, SparkText, SparkUpdate,
-                                 TableName, TableReference)
+                                 TableName, TableRead, TableReference)
 from acid_core.errors import UsageError
+from acid_core.pruning import Predicate
+from spark_jobs.pruning import expression_predicate, plain_strings
 
 DIALECT = "spark"
 
@@ -93,7 +95,7 @@ def parse_engine_statement(text: str) -> SparkStatement:
     tree = parse_tree(text)
     reader = _Reader(text, tree)
     if isinstance(tree, exp.Query):
-        return SparkQuery(reader.piece((0, len(text))))
+        return SparkQuery(reader.piece((0, len(text))), reads=reader.reads())
     if isinstance(tree, exp.Insert):
         return reader.insert(tree)
     if isinstance(tree, exp.Update):
@@ -130,6 +132,24 @@ def _is_cte_reference(table: exp.Table) -> bool:
     return False
 
 
+def _read_predicate(table: exp.Table) -> Predicate | None:
+    """What the WHERE of the query block that reads `table` directly (in its FROM or a JOIN) says of the rows it
+    takes from it (`spark_jobs.pruning`): columns qualified by the table's alias (or name), unqualified ones too when
+    it is the block's only source. Rows of the table that fail it are dropped by that WHERE whatever the joins (every
+    comparison read there is false on NULL), so a view over the table needs no others. None anywhere else (a MERGE
+    source, a table with column aliases, PIVOT or a sample)."""
+    holder = table.parent
+    if not isinstance(holder, (exp.From, exp.Join)) or not isinstance(holder.parent, exp.Select):
+        return None
+    select = holder.parent
+    where = select.args.get("where")
+    alias = table.args.get("alias")
+    if where is None or (alias is not None and alias.columns) or table.args.get("pivots") or table.args.get("sample"):
+        return None
+    sources = 1 + sum(len(node.args.get(key) or []) for node in (select, table) for key in ("joins", "laterals"))
+    return expression_predicate(where.this, qualifiers=(table.alias_or_name,), unqualified=sources == 1)
+
+
 def _table_name(table: exp.Table, what: str) -> TableName:
     if not isinstance(table.this, exp.Identifier):
         raise UsageError(f"{what} must be a table name, not {table.sql(DIALECT)}")
@@ -159,16 +179,26 @@ class _Reader:
     def __init__(self, text: str, tree: exp.Expr) -> None:
         self.text = text
         self.references: list[TableReference] = []
+        self.tables: list[tuple[exp.Table, TableName]] = []
         for table in tree.find_all(exp.Table):
             if not isinstance(table.this, exp.Identifier) or _is_cte_reference(table):
                 continue  # a table-valued function (range(10)) or a CTE
             name = _table_name(table, "a table")
+            self.tables.append((table, name))
             parts = [table.args[key] for key in ("db", "this") if table.args.get(key)]
             if any("start" not in part.meta for part in parts):
                 raise UsageError(f"cannot tell where table {name} is written")
             needs_alias = not table.alias and not any(table.args.get(key) for key in _BEFORE_ALIAS)
             self.references.append(TableReference(name, min(p.meta["start"] for p in parts),
                                                   max(p.meta["end"] for p in parts) + 1, needs_alias))
+
+    def reads(self, target: exp.Table | None = None) -> tuple[TableRead, ...]:
+        """Every table the statement reads (all it names but `target`, which it writes), each with what the WHERE of
+        the query block reading it says of its rows; nothing at all when a string literal is not plainly written
+        (sqlglot and Spark may read its value differently)."""
+        plain = plain_strings(self.text, self.tokens)
+        return tuple(TableRead(name, _read_predicate(table) if plain else None)
+                     for table, name in self.tables if table is not target)
 
     # -- text and tokens --------------------------------------------------------------------------------------
 
@@ -283,7 +313,7 @@ class _Reader:
         if tree.args.get("with_") is not None:  # WITH ... INSERT INTO t query: the CTEs belong to the query
             spans.insert(0, (0, self.tokens[self.require("INSERT", 0, None, "WITH ... INSERT")].start))
         return SparkInsert(table, self.piece(*spans), partition=PartitionSpec(tuple(static)) if static else None,
-                           dynamic_keys=tuple(dynamic), columns=columns)
+                           dynamic_keys=tuple(dynamic), columns=columns, reads=self.reads(target))
 
     def update(self, tree: exp.Update) -> SparkUpdate:
         if tree.this.alias:
@@ -296,7 +326,8 @@ class _Reader:
         assignments = self.assignments(tree.expressions, set_index + 1, len(self.tokens) if where is None else where,
                                        (table.table,), "UPDATE")
         return SparkUpdate(table, assignments,
-                           None if where is None else self.between(where + 1, len(self.tokens)))
+                           None if where is None else self.between(where + 1, len(self.tokens)),
+                           reads=self.reads(tree.this))
 
     def delete(self, tree: exp.Delete) -> SparkDelete:
         if not isinstance(tree.this, exp.Table):
@@ -307,7 +338,8 @@ class _Reader:
             raise UsageError("DELETE supports FROM table [WHERE ...] only")
         where = self.keyword("WHERE", self.after_name(tree.this))
         return SparkDelete(_table_name(tree.this, "DELETE"),
-                           None if where is None else self.between(where + 1, len(self.tokens)))
+                           None if where is None else self.between(where + 1, len(self.tokens)),
+                           reads=self.reads(tree.this))
 
     def merge(self, tree: exp.Merge) -> SparkMerge:
         table = _table_name(tree.this, "MERGE INTO")
@@ -336,7 +368,8 @@ class _Reader:
         if any(kinds.count(kind) > 1 for kind in kinds):
             raise UsageError("MERGE takes at most one WHEN MATCHED ... UPDATE, one WHEN MATCHED ... DELETE and one "
                              "WHEN NOT MATCHED ... INSERT clause")
-        return SparkMerge(table, target_alias, source, source_alias, self.between(on + 1, starts[0]), tuple(clauses))
+        return SparkMerge(table, target_alias, source, source_alias, self.between(on + 1, starts[0]), tuple(clauses),
+                          reads=self.reads(tree.this))
 
     def when(self, node: exp.When, first: int, stop: int,
              qualifiers: tuple[str, ...]) -> MergeUpdate | MergeDelete | MergeInsert:

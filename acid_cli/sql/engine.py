@@ -3,8 +3,11 @@
 `acid_cli.hiveql.spark_sql` reads a statement's parts with sqlglot. Every table it reads is resolved in the metastore
 and stands in Spark's text as a temporary view over `spark_jobs.read.read_table` (with `row__id`); all of them are
 read under one read-only transaction's snapshot, held open until the statement is done. Writes go through
-`spark_jobs.write`, each in its own transaction. The engine returns what to print (rows or a message) and knows
-nothing of the session that prints it. The Spark master comes from `ACID_SPARK_MASTER` (default local[*]).
+`spark_jobs.write`, each in its own transaction. Partitions are pruned before anything is listed: a view holds only
+the partitions the WHERE of the query blocks reading its table can take rows from, and UPDATE, DELETE and MERGE
+read only those of their target that their condition can hold in. The engine returns what to print (rows or a
+message) and knows nothing of the session that prints it. The Spark master comes from `ACID_SPARK_MASTER` (default
+local[*]).
 """
 
 from __future__ import annotations
@@ -17,19 +20,29 @@ from acid_cli.hiveql.spark_sql import parse_engine_statement
 from acid_cli.sql.results import ResultSet, result
 from acid_core.errors import NoSuchTxnError, TxnStateError, UsageError
 from acid_core.metastore import Metastore
+from acid_core.pruning import Predicate, any_of
 
 
 class _Snapshot:
     """Temporary views over the tables one statement reads, all under one read-only transaction (opened on the
-    first view, committed by `close`)."""
+    first view, committed by `close`). A view holds the partitions of its table that some query block reading it
+    may take rows from (`reads`: what each block's WHERE says of them); the others are neither listed nor read."""
 
-    def __init__(self, spark, metastore: Metastore, database: str, agent: str) -> None:
+    def __init__(self, spark, metastore: Metastore, database: str, agent: str,
+                 reads: tuple[ast.TableRead, ...] = ()) -> None:
         self.spark = spark
         self.metastore = metastore
         self.database = database
         self.agent = agent
+        self.reads = reads
         self.txn_id: int | None = None
         self.views: set[str] = set()
+
+    def _predicate(self, database: str, table: str) -> Predicate | None:
+        """What every read of the table allows (OR of the reads' predicates; None when one of them is unknown)."""
+        predicates = [read.predicate for read in self.reads
+                      if ((read.name.database or self.database), read.name.table) == (database, table)]
+        return any_of(predicates) if predicates else None
 
     def view(self, name: ast.TableName) -> str:
         """The name of the view over a table (`acid__db__table`), registered on first use.
@@ -45,8 +58,8 @@ class _Snapshot:
             self.metastore.catalog.require_transactional(database, name.table)
             if self.txn_id is None:
                 self.txn_id = self.metastore.txns.open_txn(agent_info=self.agent)
-            read_table(self.spark, self.metastore, database, name.table, include_row_id=True,
-                       txn_id=self.txn_id).createOrReplaceTempView(view)
+            read_table(self.spark, self.metastore, database, name.table, include_row_id=True, txn_id=self.txn_id,
+                       partition_predicate=self._predicate(database, name.table)).createOrReplaceTempView(view)
             self.views.add(view)
         return view
 
@@ -99,12 +112,12 @@ class SparkEngine:
         parsed = parse_engine_statement(statement.text)
         handler = {ast.SparkQuery: self._select, ast.SparkInsert: self._insert, ast.SparkUpdate: self._update,
                    ast.SparkDelete: self._delete, ast.SparkMerge: self._merge}[type(parsed)]
-        with self._snapshot(database, f"acid sql {statement.kind}") as snapshot:
+        with self._snapshot(database, f"acid sql {statement.kind}", parsed.reads) as snapshot:
             return handler(parsed, snapshot)
 
     @contextmanager
-    def _snapshot(self, database: str, agent: str) -> Iterator[_Snapshot]:
-        snapshot = _Snapshot(self.spark, self.metastore, database, agent)
+    def _snapshot(self, database: str, agent: str, reads: tuple[ast.TableRead, ...]) -> Iterator[_Snapshot]:
+        snapshot = _Snapshot(self.spark, self.metastore, database, agent, reads)
         try:
             yield snapshot
         finally:
