@@ -5,8 +5,9 @@
 * one housekeeping run with 10,000 aborted transactions x 1M history rows: steady state (the aborted ones still have
   writes to clean, so nothing can go) and the first run after they were cleaned (it forgets them and trims a batch)
   (goal < 1 s)
-* an initiator poll with nothing new at 3M COMPLETED_TXN_COMPONENTS rows: the bounded poll from its cursor, and the
-  unbounded poll of earlier versions (`run_initiator(last_checked_ms=...)`) beside it (goal <= 50 ms)
+* an initiator poll with nothing new at 3M COMPLETED_TXN_COMPONENTS rows of 30,000 partitions (goal <= 50 ms), and
+  a first poll of that metastore: bounded (`initiator_cycle`, 1,000 rows) beside the unbounded first poll of earlier
+  versions (`run_initiator(last_checked_ms=None)`), every candidate decided (its partition directory listed)
 * planning one partition of 20,000 deltas (bench_planning.py; goal <= 0.3 s)
 
 History is written in bulk with SQL (as a year of commits would have left it), not through the API. PostgreSQL is a
