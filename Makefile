@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_metastore.py
 	$(BIN)/python bench/bench_compaction.py
 	$(BIN)/python bench/bench_initiator.py
+	$(BIN)/python bench/bench_history.py
 	$(BIN)/python bench/bench_scale.py
 
 clean:

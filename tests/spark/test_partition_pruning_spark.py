@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import datetime
 import io
-import json
 import os
 import posixpath
 
 import pytest
 
 import spark_jobs.read
-from acid_cli.sql import execute
 from acid_cli.sql.session import Session
 from acid_core.fs import FileSystem
 from acid_core.merge import read_snapshot
 from acid_core.table_write import TableWrite
 from spark_jobs import write
+from test_sql_engine import run  # the statement runner of the acid sql engine tests
 
 pytestmark = pytest.mark.spark
 
@@ -96,16 +95,6 @@ def session(spark, store):
     session.engine()._spark = spark  # share the test session instead of building another
     yield session
     session._engine._spark = None
-
-
-def run(session: Session, text: str) -> list[dict]:
-    from acid_cli.hiveql import parse_script
-
-    session.out.seek(0)
-    session.out.truncate()
-    for statement in parse_script(text):
-        execute(session, statement)
-    return [json.loads(line) for line in session.out.getvalue().splitlines()]
 
 
 def test_an_update_of_one_partition_of_200_lists_and_reads_only_that_partition(session, store, table, monkeypatch):
