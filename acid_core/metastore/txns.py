@@ -454,11 +454,14 @@ class TxnStore:
     @staticmethod
     def _valid_txns(conn: Connection, current_txn: int | None) -> ValidTxnList:
         """Hive's createValidReadTxnList: a transaction sees what committed below it, and its own writes."""
-        high = conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT)).scalar_one() - 1
+        # one statement: the counter's single row, joined with the open and aborted transactions (none: one row)
+        t = s.txns.c
+        found = conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT, t.TXN_ID, t.TXN_STATE).select_from(
+            s.next_txn_id.outerjoin(s.txns, t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED))))).all()
+        high = found[0][0] - 1
         if current_txn:
             high = min(high, current_txn)
-        rows = conn.execute(sa.select(s.txns.c.TXN_ID, s.txns.c.TXN_STATE).where(
-            s.txns.c.TXN_ID <= high, s.txns.c.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)))).all()
+        rows = [(txn_id, state) for _, txn_id, state in found if txn_id is not None and txn_id <= high]
         open_ids = tuple(t for t, state in rows if state == TXN_OPEN and t != current_txn)
         aborted = tuple(t for t, state in rows if state == TXN_ABORTED)
         return ValidTxnList(high_watermark=high, open_ids=open_ids, aborted_ids=aborted,
@@ -478,10 +481,13 @@ class TxnStore:
         database, _, table = name.partition(".")
         t2w, nwi, t = s.txn_to_write_id.c, s.next_write_id.c, s.txns.c
         of_table = (t2w.T2W_DATABASE == database, t2w.T2W_TABLE == table)
-        following = conn.execute(sa.select(nwi.NWI_NEXT).where(nwi.NWI_DATABASE == database, nwi.NWI_TABLE == table)
-                                 ).scalar_one_or_none() or 1
-        later = dict(conn.execute(sa.select(t2w.T2W_WRITEID, t2w.T2W_TXNID).where(
-            *of_table, t2w.T2W_TXNID > txns.high_watermark)).all())
+        # one statement: the table's next write id, and the write ids of transactions above the snapshot (an index
+        # range), outer-joined to NEXT_TXN_ID's single row so that it returns a row when there are none
+        newest = sa.select(nwi.NWI_NEXT).where(nwi.NWI_DATABASE == database, nwi.NWI_TABLE == table).scalar_subquery()
+        found = conn.execute(sa.select(newest, t2w.T2W_WRITEID, t2w.T2W_TXNID).select_from(
+            s.next_txn_id.outerjoin(s.txn_to_write_id, sa.and_(*of_table, t2w.T2W_TXNID > txns.high_watermark)))).all()
+        following = found[0][0] or 1
+        later = {write_id: txn_id for _, write_id, txn_id in found if write_id is not None}
         high = following - 1
         while high in later:
             high -= 1
