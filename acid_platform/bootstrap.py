@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from acid_core.errors import UsageError
-from acid_core.metastore.engine import redact
+from acid_core.metastore.engine import redact, split_credentials
 from acid_platform.settings import (METASTORE_CONN_ID, POOL, SHADOWING_VARIABLES, SPARK_CONN_ID, SPARK_MASTER,
                                         Settings, platform_environment, prepare_home)
 
@@ -25,8 +25,10 @@ def _check_airflow_home(settings: Settings) -> None:
                              f"fresh process (python -m acid_platform --setup-only)")
 
 
-def _upsert_connection(session, conn_id: str, *, conn_type: str, host: str, extra: dict, description: str) -> None:
-    """Create the connection or overwrite every field of the existing one (idempotent)."""
+def _upsert_connection(session, conn_id: str, *, conn_type: str, host: str, extra: dict, description: str,
+                       login: str | None = None, password: str | None = None) -> None:
+    """Create the connection or overwrite every field of the existing one (idempotent); a password goes in the
+    password field (masked by Airflow), never in the host."""
     import sqlalchemy as sa
     from airflow.models import Connection
 
@@ -37,7 +39,8 @@ def _upsert_connection(session, conn_id: str, *, conn_type: str, host: str, extr
     connection.conn_type = conn_type
     connection.description = description
     connection.host = host
-    connection.login = connection.password = connection.schema = None
+    connection.login, connection.password = login, password
+    connection.schema = None
     connection.port = None
     connection.extra = json.dumps(extra)
 
@@ -65,9 +68,11 @@ def set_up(settings: Settings) -> dict:
     db.upgradedb()  # `airflow db migrate`: creates a new DB from the ORM, upgrades an old one
     description = f"hive.compactor.worker.threads: at most {settings.worker_threads} compaction(s) at once"
     with create_session() as session:
-        _upsert_connection(session, METASTORE_CONN_ID, conn_type="generic", host=settings.metastore_url,
+        url, login, password = split_credentials(settings.metastore_url)
+        _upsert_connection(session, METASTORE_CONN_ID, conn_type="generic", host=url, login=login, password=password,
                            extra={"warehouse": settings.warehouse},
-                           description="ACID metastore (SQLAlchemy URL in host) and warehouse, made by make run")
+                           description="ACID metastore (SQLAlchemy URL in host, credentials in login and password) "
+                                       "and warehouse, made by make run")
         _upsert_connection(session, SPARK_CONN_ID, conn_type="spark", host=SPARK_MASTER,
                            extra={"deploy-mode": "client", "spark-binary": "spark-submit"},
                            description="Spark in local mode for the compaction jobs, made by make run")

@@ -145,3 +145,9 @@ def test_only_fs_module_touches_the_filesystem():
         if names & direct or calls_open:
             offenders[path] = sorted(names & direct) + (["open()"] if calls_open else [])
     assert offenders == {}
+
+
+def test_compose_keeps_the_metastore_password_out_of_the_connection_host():
+    compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    connection = json.loads(compose["x-airflow"]["environment"]["AIRFLOW_CONN_ACID_METASTORE"])
+    assert "@" not in connection["host"] and connection["login"] and connection["password"]

@@ -13,6 +13,7 @@ import traceback
 import pytest
 import sqlalchemy as sa
 
+from acid_core.errors import MetastoreError
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema
 from acid_core.metastore.catalog import DEFAULT_DATABASE
@@ -179,6 +180,23 @@ def test_init_keeps_existing_data(store):
     assert store.txns.open_txn() == txn_id + 1
 
 
+@pytest.mark.parametrize("hive_table", ["VERSION", "SDS"])
+def test_init_refuses_a_database_holding_a_hive_metastore(metastore_url, tmp_path, hive_table):
+    engine = sa.create_engine(metastore_url)
+    with engine.begin() as connection:  # what Hive's schematool leaves (one of its tables is enough)
+        connection.exec_driver_sql(f'CREATE TABLE "{hive_table}" ("VER_ID" bigint PRIMARY KEY)')
+    engine.dispose()
+    store = Metastore(metastore_url, warehouse=str(tmp_path / "warehouse"))
+    try:
+        with pytest.raises(MetastoreError, match=rf"refusing to initialise .*: it holds a Hive metastore's own schema "
+                                                 rf"\(tables {hive_table}\); this ACID metastore is a separate one"):
+            store.init()
+        names = set(sa.inspect(store.db.engine).get_table_names())
+        assert names == {hive_table}  # nothing created beside it
+    finally:
+        store.close()
+
+
 VERSION_2_INDEXES = ("CTC_TIMESTAMP_IDX", "T2W_TXNID_IDX", "WRITE_SET_COMMIT_IDX", "COMPLETED_COMPACTIONS_STATE_IDX",
                      "COMPLETED_COMPACTIONS_END_IDX")
 
@@ -273,3 +291,16 @@ def test_default_database_created_once_when_two_inits_interleave(postgres_url, t
     finally:
         first.close()
         second.close()
+
+
+def test_credentials_split_off_a_url_and_put_back():
+    from acid_core.metastore.engine import split_credentials, with_credentials
+
+    url, login, password = split_credentials("postgresql+psycopg2://acid:p%40ss@db.example:5433/acid")
+    assert (url, login, password) == ("postgresql+psycopg2://db.example:5433/acid", "acid", "p@ss")
+    assert with_credentials(url, login, password) == "postgresql+psycopg2://acid:p%40ss@db.example:5433/acid"
+    assert split_credentials("sqlite:////data/m.db") == ("sqlite:////data/m.db", None, None)
+    with pytest.raises(MetastoreError, match=r"metastore URL postgresql://u:\*\*\*@h/d holds a password"):
+        with_credentials("postgresql://u:pw@h/d", "u", "pw")
+    with pytest.raises(MetastoreError, match="cannot be parsed"):
+        split_credentials("not a url")

@@ -85,6 +85,42 @@ def redact(url: str) -> str:
         return "<unparsable URL>"
 
 
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """(the URL without its user name and password, the user name, the password): what an Airflow connection keeps in
+    its host, login and password fields (the password field is masked; the host is shown as it is).
+
+    Raises:
+        MetastoreError: the URL cannot be parsed.
+    """
+    try:
+        parsed = sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        raise MetastoreError(f"metastore URL {redact(url)} cannot be parsed: {exc}") from None
+    bare = sa.engine.URL.create(parsed.drivername, host=parsed.host, port=parsed.port, database=parsed.database,
+                                query=parsed.query).render_as_string(hide_password=False)
+    return bare, parsed.username, (str(parsed.password) if parsed.password is not None else None)
+
+
+def with_credentials(url: str, login: str | None, password: str | None) -> str:
+    """`url` (which holds no password) with the user name and password of a connection's own fields.
+
+    Raises:
+        MetastoreError: the URL cannot be parsed, or it holds a password itself (where nothing masks it).
+    """
+    try:
+        parsed = sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        raise MetastoreError(f"metastore URL {redact(url)} cannot be parsed: {exc}") from None
+    if parsed.password is not None:
+        raise MetastoreError(f"metastore URL {redact(url)} holds a password: keep the URL without it and put the "
+                             "user name and password in the connection's login and password fields")
+    if login:
+        parsed = parsed.set(username=login)
+    if password:
+        parsed = parsed.set(password=password)
+    return parsed.render_as_string(hide_password=False)
+
+
 def _is_retryable(exc: DBAPIError) -> bool:
     code = getattr(exc.orig, "pgcode", None)
     if code in _RETRYABLE_PG_CODES:
@@ -205,11 +241,22 @@ class Database:
         def create(connection: Connection) -> int:
             if self.dialect == "postgresql":  # one initialiser at a time across processes
                 connection.exec_driver_sql("SELECT pg_advisory_xact_lock(74321)")
+            hive = sorted(name for name in sa.inspect(connection).get_table_names()
+                          if name.upper() in HIVE_METASTORE_TABLES)
+            if hive:
+                raise MetastoreError(
+                    f"refusing to initialise {redact(self.url)}: it holds a Hive metastore's own schema (tables "
+                    f"{', '.join(hive)}); this ACID metastore is a separate one: give it a database of its own")
             for statement in statements:
                 connection.exec_driver_sql(statement)
             return connection.execute(sa.select(sa.func.max(schema.acid_schema_version.c.VERSION))).scalar_one()
 
         return self.run("metastore init", create)
+
+
+# Tables only Hive's own metastore schema has (ours shares names like DBS and TBLS, never these).
+HIVE_METASTORE_TABLES = frozenset({"VERSION", "SDS", "SERDES", "CDS", "SERDE_PARAMS", "SD_PARAMS", "PARTITION_KEY_VALS",
+                                   "TAB_COL_STATS"})
 
 
 def _is_unique_violation(exc: IntegrityError) -> bool:

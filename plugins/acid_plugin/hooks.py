@@ -1,8 +1,11 @@
 """`AcidMetastoreHook`: turn an Airflow connection into an `acid_core.metastore.Metastore`.
 
-The connection's `host` may hold a whole SQLAlchemy URL (`sqlite:////data/metastore.db`), otherwise the connection's
-URI is used (`postgresql://user:password@host:5432/acid_metastore`). The warehouse directory comes from the extra
-`{"warehouse": "..."}`, else from ACID_WAREHOUSE / ACID_HOME like the CLI.
+The database is named either by a whole SQLAlchemy URL in the connection's `host` without credentials
+(`sqlite:////data/metastore.db`, `postgresql+psycopg2://db.example:5432/acid_metastore`), or by the connection's fields
+(`host`, `port`, `schema` = the database, the driver in the extra's `driver`, default `postgresql+psycopg2`). Either
+way the user name and password come from the connection's `login` and `password` fields, which Airflow masks; a host
+URL that holds a password is refused (Airflow shows the host as it is, in the UI and the REST API). The warehouse
+directory comes from the extra `{"warehouse": "..."}`, else from ACID_WAREHOUSE / ACID_HOME like the CLI.
 """
 
 from __future__ import annotations
@@ -29,11 +32,30 @@ class AcidMetastoreHook(BaseHook):
         self.acid_metastore_conn_id = acid_metastore_conn_id
 
     def get_url(self) -> str:
-        """The SQLAlchemy URL: the connection's `host` when it is a whole URL, else the connection's URI."""
+        """The SQLAlchemy URL, with the login and password of the connection's own fields (never logged).
+
+        Raises:
+            MetastoreError: the host is a URL that holds a password, or no URL can be made of the connection.
+        """
+        import sqlalchemy as sa
+
+        from acid_core.errors import MetastoreError
+        from acid_core.metastore.engine import with_credentials
+
         conn = self.get_connection(self.acid_metastore_conn_id)
+        where = f"connection {self.acid_metastore_conn_id!r}"
         if conn.host and "://" in conn.host:
-            return conn.host
-        return conn.get_uri()
+            try:
+                return with_credentials(conn.host, conn.login, conn.password)
+            except MetastoreError as exc:
+                raise MetastoreError(f"{where}: {exc}") from None
+        if not conn.host:
+            raise MetastoreError(f"{where} names no database: set its host to a SQLAlchemy URL (sqlite:////path/"
+                                 "metastore.db) or to the PostgreSQL server, with schema = the database name")
+        driver = str(conn.extra_dejson.get("driver") or "postgresql+psycopg2")
+        return sa.engine.URL.create(driver, username=conn.login or None, password=conn.password or None,
+                                    host=conn.host, port=conn.port or None, database=conn.schema or None
+                                    ).render_as_string(hide_password=False)
 
     def get_warehouse(self) -> str:
         """The extra's `warehouse`, else `acid_core.metastore.default_warehouse()` (ACID_WAREHOUSE / ACID_HOME)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import pytest
 
 from dag_support import COLUMNS, dirs, returned
@@ -88,6 +90,35 @@ def test_hook_builds_metastore_from_connection(acid_connection, warehouse):
         assert metastore.url == acid_connection
     finally:
         metastore.close()
+
+
+@pytest.mark.parametrize("fields, url", [
+    ({"host": "postgresql+psycopg2://db.example:5433/acid", "login": "acid", "password": "s3cr:t@"},
+     "postgresql+psycopg2://acid:s3cr%3At%40@db.example:5433/acid"),
+    ({"host": "db.example", "port": 5433, "schema": "acid", "login": "acid", "password": "pw"},
+     "postgresql+psycopg2://acid:pw@db.example:5433/acid"),
+    ({"host": "db.example", "schema": "acid", "login": "acid", "password": "pw", "extra": {"driver": "postgresql"}},
+     "postgresql://acid:pw@db.example/acid"),
+    ({"host": "sqlite:////data/metastore.db"}, "sqlite:////data/metastore.db"),
+])
+def test_hook_takes_the_credentials_from_the_login_and_password_fields(monkeypatch, fields, url):
+    from acid_plugin.hooks import AcidMetastoreHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_ACID_HOOK_TEST", json.dumps({"conn_type": "generic", **fields}))
+    assert AcidMetastoreHook("acid_hook_test").get_url() == url
+
+
+def test_hook_refuses_a_password_in_the_host(monkeypatch):
+    from acid_core.errors import MetastoreError
+    from acid_plugin.hooks import AcidMetastoreHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_ACID_HOOK_TEST", json.dumps(
+        {"conn_type": "generic", "host": "postgresql+psycopg2://acid:leaked@db.example/acid"}))
+    with pytest.raises(MetastoreError) as raised:
+        AcidMetastoreHook("acid_hook_test").get_url()
+    message = str(raised.value)
+    assert message.startswith("connection 'acid_hook_test': metastore URL postgresql+psycopg2://acid:***@db.example/acid "
+                              "holds a password") and "leaked" not in message
 
 
 def test_housekeeping_dag_aborts_timed_out_txn(acid_connection, make_ms, dagbag):
