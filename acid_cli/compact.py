@@ -53,9 +53,10 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
         before = before_run(store.compactions.get(compaction_id), compaction_id)
         if before.result is not Result.RUN:  # nothing to do, or nothing that running would mend: no JVM started
             return _finish(before, compaction_id)
-        try:  # the Python workers' memory cap: the request's compactor.* property, the table's, the default
+        try:  # the job's Spark settings: the request's compactor.spark.* properties, the table's, the database's
             table = store.catalog.get_table(before.entry.database, before.entry.table)
-            job_conf = compaction_spark_conf(table.params, before.entry.properties)
+            database = store.catalog.get_database(before.entry.database)
+            job_conf = compaction_spark_conf(table.params, before.entry.properties, database_params=database.params)
         except AcidError as exc:
             print(f"acid compact: error: compaction {compaction_id}: {exc}", file=sys.stderr)
             return 1

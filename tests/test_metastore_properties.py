@@ -202,3 +202,31 @@ def test_the_compaction_job_memory_cap_comes_from_the_request_the_table_the_laun
     assert compaction_spark_conf({key: "3g"}, json.dumps({key: "5g"}), configured={conf: "1g"}) == {conf: "5g"}
     with pytest.raises(InvalidPropertyError, match="table property 'compactor.spark.executor.pyspark.memory' must"):
         compaction_spark_conf({key: "tiny"}, None)
+
+
+def test_compactor_spark_properties_and_the_job_queue_reach_the_job_request_over_table_over_database():
+    database = {"compactor.spark.executor.memory": "4g", "hive.compactor.job.queue": "etl",
+                "compactor.spark.dynamicallocation.maxExecutors": "20"}
+    table = {"COMPACTOR.SPARK.EXECUTOR.MEMORY": "8g", "compactor.spark.executor.cores": "2", "comment": "x"}
+    request = json.dumps({"compactor.spark.executor.cores": "4", "compactor.hive.compactor.job.queue": "urgent"})
+    assert compaction_spark_conf(table, request, database_params=database, configured={"spark.x": "kept apart"}) == {
+        "spark.dynamicAllocation.maxExecutors": "20", "spark.executor.cores": "4", "spark.executor.memory": "8g",
+        "spark.executor.pyspark.memory": "2g", "spark.yarn.queue": "urgent"}
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("compactor.spark.driver.extraJavaOptions", "-javaagent:/evil.jar",
+     "spark.driver.extrajavaoptions is not a Spark setting a table may choose"),
+    ("compactor.spark.executorEnv.ACID_METASTORE_URL", "x", "is not a Spark setting a table may choose"),
+    ("compactor.spark.jars", "s3://bucket/evil.jar", "spark.jars is not a Spark setting a table may choose"),
+    ("compactor.spark.executor.memory", "4g\n--conf x", "must be 1 to 1000 printable characters"),
+])
+def test_a_spark_setting_a_table_may_not_choose_is_refused_where_it_is_set(ms, key, value, message):
+    ms.catalog.create_table("default", "t", [("id", "int")], params={"transactional": "true"})
+    with pytest.raises(InvalidPropertyError, match=re.escape(message)):
+        check_settings({key: value})
+    with pytest.raises(InvalidPropertyError, match=re.escape(message)):
+        compaction_spark_conf({key: value}, None)
+    with pytest.raises(InvalidPropertyError, match=re.escape(message)):
+        ms.compactions.enqueue("default", "t", None, CompactionType.MAJOR, properties={key: value})
+    assert ms.compactions.show() == []

@@ -20,7 +20,7 @@ from acid_core.errors import CompactionStateError, MetastoreError
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import Catalog, check_identifier
 from acid_core.metastore.engine import Database
-from acid_core.metastore.properties import PYSPARK_MEMORY_PROPERTY, find, spark_memory_mib
+from acid_core.metastore.properties import spark_conf_of
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation
 from acid_core.validity import ValidTxnList
 
@@ -159,9 +159,8 @@ class CompactionQueue:
         """
         database, table = check_identifier(database, "database"), check_identifier(table, "table")
         check_number_of_buckets(CompactionType(compaction_type), number_of_buckets)
-        memory = find(properties or {}, PYSPARK_MEMORY_PROPERTY)
-        if memory is not None:
-            spark_memory_mib(memory, what=f"compaction request property {PYSPARK_MEMORY_PROPERTY!r}")
+        for key, value in (properties or {}).items():  # the job's Spark settings (compactor.spark.*, the job queue)
+            spark_conf_of(key, value, what="compaction request")
         cq = s.compaction_queue.c
         now = self.db.clock.now_ms()
 

@@ -38,6 +38,30 @@ REBALANCE_BUCKET_SIZE_PROPERTY = "compactorthreshold.acid.compactor.rebalance.bu
 PYSPARK_MEMORY_CONF = "spark.executor.pyspark.memory"
 PYSPARK_MEMORY_PROPERTY = "compactor." + PYSPARK_MEMORY_CONF
 MIN_PYSPARK_MEMORY_MIB = 512  # below this a Python worker cannot load pyarrow
+# Any `compactor.spark.<name>` property sets `spark.<name>` for the table's compaction jobs, for the names below:
+# resources and tuning only. Settings that run code or pass environment or paths (extra Java options, class paths,
+# jars, files, plugins, *Env.*) stay with the platform's operator: a table owner must not reach the job's credentials.
+SPARK_PROPERTY_PREFIX = "compactor.spark."
+ALLOWED_SPARK_CONF_PREFIXES = ("spark.executor.", "spark.driver.memory", "spark.driver.cores",
+                               "spark.driver.maxResultSize", "spark.task.cpus", "spark.yarn.queue",
+                               "spark.dynamicAllocation.", "spark.sql.shuffle.partitions", "spark.default.parallelism",
+                               "spark.memory.", "spark.network.timeout", "spark.kubernetes.executor.request.",
+                               "spark.kubernetes.executor.limit.", "spark.cores.max")
+FORBIDDEN_SPARK_CONF_PARTS = ("extrajavaoptions", "extraclasspath", "extralibrarypath", "env.", "plugins",
+                              "userclasspathfirst", "decommission.script")
+# Hive's job queue of compaction jobs (HiveConf hive.compactor.job.queue; per table with the `compactor.` prefix,
+# or MapReduce's own name): the YARN queue of the Spark job.
+JOB_QUEUE_PROPERTIES = ("compactor.hive.compactor.job.queue", "hive.compactor.job.queue",
+                        "compactor.mapred.job.queue.name")
+JOB_QUEUE_CONF = "spark.yarn.queue"
+# Property keys match case-insensitively (as Hive's do); Spark's setting names are case-sensitive: a name is written
+# in lower case with these camel-case words of Spark's own names restored.
+_SPARK_CAMEL_WORDS = {word.lower(): word for word in (
+    "dynamicAllocation", "maxResultSize", "memoryOverhead", "memoryOverheadFactor", "minExecutors", "maxExecutors",
+    "initialExecutors", "executorIdleTimeout", "cachedExecutorIdleTimeout", "schedulerBacklogTimeout",
+    "sustainedSchedulerBacklogTimeout", "shuffleTracking", "executorAllocationRatio", "offHeap", "storageFraction",
+    "heartbeatInterval", "adaptive", "coalescePartitions", "advisoryPartitionSizeInBytes", "skewJoin")}
+_SPARK_VALUE = re.compile(r"[^\x00-\x1f\x7f]{1,1000}")
 _MEMORY = re.compile(r"(\d{1,9})([kmgt]?)b?", re.IGNORECASE)
 
 INSERT_ONLY = "insert_only"
@@ -177,6 +201,36 @@ def check_database(database: str, params: Mapping[str, object] | None) -> dict[s
                       value_length=DATABASE_VALUE_LENGTH)
 
 
+def spark_conf_of(key: str, value: str, *, what: str) -> tuple[str, str] | None:
+    """The Spark setting a compaction property stands for (`compactor.spark.<name>` -> `spark.<name>`, a job queue
+    property -> spark.yarn.queue), checked; None for any other property.
+
+    Raises:
+        InvalidPropertyError: the setting is not one a table may choose, or its value is empty, too long or holds a
+            control character.
+    """
+    name = key.lower()
+    if name in JOB_QUEUE_PROPERTIES:
+        conf = JOB_QUEUE_CONF
+    elif name.startswith(SPARK_PROPERTY_PREFIX) and len(name) > len(SPARK_PROPERTY_PREFIX):
+        conf = "spark." + ".".join(_SPARK_CAMEL_WORDS.get(word, word)
+                                   for word in name.strip()[len(SPARK_PROPERTY_PREFIX):].split("."))
+    else:
+        return None
+    lowered = conf.lower()
+    if (not lowered.startswith(tuple(p.lower() for p in ALLOWED_SPARK_CONF_PREFIXES))
+            or any(part in lowered for part in FORBIDDEN_SPARK_CONF_PARTS)):
+        raise InvalidPropertyError(f"{what} property {key!r}: {conf} is not a Spark setting a table may choose for "
+                                   "its compactions (resources and tuning only: spark.executor.*, spark.driver.memory"
+                                   "/cores, spark.task.cpus, spark.yarn.queue, spark.dynamicAllocation.*, ...)")
+    text = str(value).strip()
+    if not _SPARK_VALUE.fullmatch(text):
+        raise InvalidPropertyError(f"{what} property {key!r} must be 1 to 1000 printable characters, got {value!r}")
+    if conf == PYSPARK_MEMORY_CONF:
+        spark_memory_mib(text, what=f"{what} property {key!r}")
+    return conf, text
+
+
 def spark_memory_mib(text: str, *, what: str) -> int:
     """A Spark memory size (`768m`, `2g`, `2048`: MiB without a unit, as spark.executor.pyspark.memory reads it).
 
@@ -208,8 +262,7 @@ def check_settings(params: Mapping[str, str], *, what: str = "table") -> None:
         if name == TRANSACTIONAL_PROPERTIES and text.lower() not in FULL_ACID_KINDS:
             raise InvalidPropertyError(f"transactional_properties={text!r} is not supported: only full ACID tables "
                                        "('default') are (insert-only tables are not)")
-        if name == PYSPARK_MEMORY_PROPERTY:
-            spark_memory_mib(text, what=f"{what} property {name!r}")
+        spark_conf_of(key, text, what=what)
         if name in (DELTA_NUM_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY) and not (text.isascii() and text.isdigit()):
             raise InvalidPropertyError(f"{what} property {name!r} must be a whole number >= 0, got {text!r}")
         if name == DELTA_PCT_PROPERTY:

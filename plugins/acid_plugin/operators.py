@@ -76,8 +76,10 @@ class AcidCompactionOperator(SparkSubmitOperator):
         worker_id = _worker_id(context, compaction_id)
         with metastore_hook.metastore() as metastore:
             table = metastore.catalog.get_table(entry.database, entry.table)
-        try:  # the Python workers' memory cap: the request, the table's compactor.* property, this task, the default
-            job_conf = compaction_spark_conf(table.params, entry.properties, configured=self.conf)
+            database = metastore.catalog.get_database(entry.database)
+        try:  # the job's Spark settings: the request's compactor.spark.* properties, the table's, the database's
+            job_conf = compaction_spark_conf(table.params, entry.properties, configured=self.conf,
+                                             database_params=database.params)
         except AcidError as exc:
             raise AirflowFailException(f"compaction {compaction_id}: {exc}") from None
         self.conf = {**(self.conf or {}), **job_conf}
