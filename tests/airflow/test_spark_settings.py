@@ -1,0 +1,57 @@
+"""A compaction's Spark settings reach its spark-submit command: the request's, the table's and the database's
+`compactor.spark.*` properties and Hive's job queue, through the real acid_worker DAG and AcidCompactionOperator. The
+spark-submit here is a real executable first on PATH that records its arguments and starts nothing (so the entry is
+never claimed and the task fails, as a job that died before its driver ran)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from dag_support import COLUMNS, insert, task_states
+
+pytestmark = pytest.mark.airflow
+
+
+@pytest.fixture
+def recording_spark_submit(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "argv.json"
+    script = bin_dir / "spark3-submit"
+    script.write_text(f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+        {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark3-submit"}}))
+    return record
+
+
+def test_compactor_spark_properties_reach_the_spark_submit_command(acid_connection, make_ms, dagbag,
+                                                                   recording_spark_submit):
+    from acid_core.metastore.compactions import CompactionType
+
+    ms = make_ms()
+    ms.catalog.set_database_params("default", {"hive.compactor.job.queue": "etl",
+                                              "compactor.spark.executor.memory": "4g"})
+    ms.catalog.create_table("default", "sales", COLUMNS, params={
+        "transactional": "true", "compactor.spark.executor.memory": "8g", "compactor.spark.executor.cores": "2"})
+    insert(ms, "sales", None, [(1, "a")])
+    insert(ms, "sales", None, [(2, "b")])
+    ms.compactions.enqueue("default", "sales", None, CompactionType.MAJOR,
+                           properties={"compactor.spark.executor.cores": "3"})
+
+    run = dagbag.get_dag("acid_worker").test(run_conf={"max_compactions": 100})
+
+    argv = json.loads(recording_spark_submit.read_text())
+    confs = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
+    assert confs["spark.executor.memory"] == "8g"  # the table's beats the database's
+    assert confs["spark.executor.cores"] == "3"  # the request's beats the table's
+    assert confs["spark.yarn.queue"] == "etl"  # Hive's job queue, from the database
+    assert confs["spark.executor.pyspark.memory"] == "2g"
+    assert not any("secret" in arg or "://" in arg for arg in argv if "metastore" in arg.lower())
+    assert run.state == "failed" and "failed" in task_states(run).values()  # nothing ran the compaction: said so
