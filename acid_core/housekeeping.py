@@ -20,7 +20,7 @@ from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.compactions import CompactionInfo, CompactionState, HistoryRetention
-from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN
+from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, fold_completed_components
 from acid_core.table_write import remove_abandoned_staging
 
 DEFAULT_WORKER_TIMEOUT_MS = 86_400_000  # hive.compactor.worker.timeout
@@ -216,16 +216,12 @@ def _collapse_completed(conn: Connection, since_ms: int, *, limit: int = 1000) -
     recent = list(dict.fromkeys(tuple(row) for row in rows))[:limit]
     removed = 0
     for database, table, partition in recent:
-        same = (ctc.CTC_DATABASE == database, ctc.CTC_TABLE == table,
-                ctc.CTC_PARTITION.is_(None) if partition is None else ctc.CTC_PARTITION == partition)
-        lowest, write_id, newest, update_delete = conn.execute(sa.select(
-            sa.func.min(ctc.CTC_WRITEID), sa.func.max(ctc.CTC_WRITEID), sa.func.max(ctc.CTC_TIMESTAMP),
-            sa.func.max(ctc.CTC_UPDATE_DELETE)).where(*same, ctc.CTC_WRITEID.is_not(None))).one()
-        if lowest is None or lowest == write_id:
-            continue
-        removed += conn.execute(s.completed_txn_components.delete().where(*same, ctc.CTC_WRITEID < write_id)).rowcount
-        conn.execute(s.completed_txn_components.update().where(*same, ctc.CTC_WRITEID == write_id)
-                     .values(CTC_TIMESTAMP=newest, CTC_UPDATE_DELETE=update_delete))
+        lowest, write_id, newest = conn.execute(sa.select(
+            sa.func.min(ctc.CTC_WRITEID), sa.func.max(ctc.CTC_WRITEID), sa.func.max(ctc.CTC_TIMESTAMP)).where(
+            ctc.CTC_DATABASE == database, ctc.CTC_TABLE == table, s.same_partition(ctc.CTC_PARTITION, partition),
+            ctc.CTC_WRITEID.is_not(None))).one()
+        if lowest is not None and lowest < write_id:
+            removed += fold_completed_components(conn, database, table, partition, write_id, newest_ms=newest)
     return removed
 
 

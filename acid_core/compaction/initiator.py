@@ -1,8 +1,7 @@
 """Hive's compaction Initiator: which partitions to look at, whether to compact them, and how.
 
-`find_candidates` does not scan partitions: like Hive's findPotentialCompactions it reads COMPLETED_TXN_COMPONENTS
-(partitions written since the last run, or whose newest history entry failed / did not initiate) and the aborted
-transactions per partition (TXNS + TXN_COMPONENTS). `decide` applies Hive's isEligibleForCompaction and
+The candidates come from `acid_core.compaction.candidates` (Hive's findPotentialCompactions, from the metastore,
+bounded by a cursor and a fetch size in `initiator_cycle`). `decide` applies Hive's isEligibleForCompaction and
 checkForCompaction / determineCompactionType (hive-acid-reference.md section 7); `run_initiator` queues the result.
 Within one cycle the table and database definitions, each table's write-id snapshot and the initiated/working queue
 entries are read once (`CycleReads`, as Hive's Initiator caches tables and reads showCompact once per cycle), so a
@@ -14,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from acid_core.errors import (AcidError, DirectoryVanishedError, MetastoreError, NoSuchObjectError,
                               NotEnoughHistoryError, UsageError)
@@ -23,16 +21,16 @@ from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import DatabaseInfo, TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.compaction.candidates import (ABORTED_THRESHOLD, ABORTED_TIME_THRESHOLD_MS, CHECK_SLACK_MS, FETCH_SIZE,
+                                             MAX_FETCH_SIZE, Candidate, Cursor, read_candidates, find_candidates)
 from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS
 from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY
-from acid_core.metastore.txns import TXN_ABORTED, full_table_name
+from acid_core.metastore.txns import full_table_name
 from acid_core.locations import data_location
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList
 
 # Hive's defaults (HiveConf / MetastoreConf).
-ABORTED_THRESHOLD = 1000  # hive.compactor.abortedtxn.threshold
-ABORTED_TIME_THRESHOLD_MS = 12 * 3600 * 1000  # hive.compactor.aborted.txn.time.threshold
 DELTA_NUM_THRESHOLD = 10  # hive.compactor.delta.num.threshold
 DELTA_PCT_THRESHOLD = 0.1  # hive.compactor.delta.pct.threshold
 FAILED_THRESHOLD = 2  # metastore.compactor.initiator.failed.compacts.threshold
@@ -40,24 +38,6 @@ FAILED_RETRY_TIME_MS = 7 * 24 * 3600 * 1000  # metastore.compactor.initiator.fai
 # Ours (Hive's initiator never rebalances): a due major compaction of an unbucketed table becomes a rebalance into
 # ceil(bytes / this) buckets when its biggest bucket holds more than twice this, so no Spark task gets more.
 REBALANCE_BUCKET_BYTES = 1 << 30
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A partition the initiator should look at (`partition` is None for an unpartitioned table)."""
-
-    database: str
-    table: str
-    partition: str | None
-    too_many_aborts: bool = False
-    has_old_abort: bool = False
-    aborted_count: int = 0
-    oldest_abort_ms: int | None = None
-
-    @property
-    def full_partition_name(self) -> str:
-        name = f"{self.database}.{self.table}"
-        return f"{name}/{self.partition}" if self.partition is not None else name
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,47 +51,6 @@ class Decision:
     number_of_buckets: int | None = None  # a rebalance's CLUSTERED INTO n BUCKETS
 
 
-def _same_partition_as(column, other):
-    """`column` and `other` name the same partition (both NULL for an unpartitioned table), in a form both databases
-    match by index (IS NOT DISTINCT FROM is not an index condition on PostgreSQL)."""
-    return sa.or_(column == other, sa.and_(column.is_(None), other.is_(None)))
-
-
-def _same_partition(column, partition: str | None):
-    return column.is_(None) if partition is None else column == partition
-
-
-FETCH_SIZE = 1000  # metastore.compactor.fetch.size
-MAX_FETCH_SIZE = 100_000
-CHECK_SLACK_MS = 60_000  # re-read a minute of commits: a commit's timestamp is taken before it becomes visible
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Cursor:
-    """Where the initiator's reading of COMPLETED_TXN_COMPONENTS stands: rows after (timestamp, transaction id)."""
-
-    timestamp_ms: int
-    txn_id: int
-
-    def __str__(self) -> str:
-        return f"{self.timestamp_ms}:{self.txn_id}"
-
-    @classmethod
-    def parse(cls, text: str) -> "Cursor":
-        """`<ms>:<txn id>`, or a plain millisecond time (a poll's start, as earlier versions stored it).
-
-        Raises:
-            UsageError: the text is neither.
-        """
-        head, _, tail = text.strip().partition(":")
-        try:
-            if not tail:
-                return cls(int(head) - CHECK_SLACK_MS, -1)
-            return cls(int(head), int(tail))
-        except ValueError:
-            raise UsageError(f"initiator cursor {text!r} is not '<milliseconds>:<transaction id>'") from None
-
-
 @dataclass(frozen=True, slots=True)
 class InitiatorCycle:
     """One bounded initiator poll: its decisions, where the next poll continues, and whether it read everything."""
@@ -119,83 +58,6 @@ class InitiatorCycle:
     decisions: tuple[Decision, ...]
     cursor: str
     complete: bool
-
-
-def find_candidates(metastore: Metastore, *, last_checked_ms: int | None,
-                    aborted_threshold: int = ABORTED_THRESHOLD,
-                    aborted_time_threshold_ms: int = ABORTED_TIME_THRESHOLD_MS) -> list[Candidate]:
-    """Hive's findPotentialCompactions: written partitions, retries of failed ones, and partitions with aborts.
-
-    Args:
-        last_checked_ms: start of the previous initiator run; only partitions with commits at or after it are
-            candidates (all written partitions when None). Partitions whose newest history entry is failed or did
-            not initiate are candidates regardless.
-        aborted_threshold: more aborted transactions than this in a partition flags `too_many_aborts`.
-        aborted_time_threshold_ms: an aborted transaction that started longer ago flags `has_old_abort`
-            (negative disables the check, as in Hive).
-    """
-    after = Cursor(last_checked_ms, -1) if last_checked_ms is not None else None
-    return _read_candidates(metastore, after=after, limit=None, aborted_threshold=aborted_threshold,
-                            aborted_time_threshold_ms=aborted_time_threshold_ms)[0]
-
-
-def _read_candidates(metastore: Metastore, *, after: Cursor | None, limit: int | None, aborted_threshold: int,
-                     aborted_time_threshold_ms: int) -> tuple[list[Candidate], Cursor | None, bool]:
-    """The candidates, the position of the last commit row read, and whether `limit` left rows unread.
-
-    With a `limit`, each of the three reads is bounded and fair: commit rows in (timestamp, transaction) order
-    from `after` by index (the oldest unchecked writes first, the next poll continues where this one stopped);
-    retries of failed partitions and partitions with aborts, the least recently tried first.
-    """
-    ctc, cc, tc, txns = s.completed_txn_components.c, s.completed_compactions.c, s.txn_components.c, s.txns.c
-    now = metastore.db.clock.now_ms()
-
-    def read(conn: Connection) -> tuple[list, list, list]:
-        written = sa.select(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION, ctc.CTC_TIMESTAMP, ctc.CTC_TXNID
-                            ).where(ctc.CTC_TABLE.is_not(None))
-        if after is not None:
-            written = written.where(sa.tuple_(ctc.CTC_TIMESTAMP, ctc.CTC_TXNID) > sa.tuple_(
-                sa.literal(after.timestamp_ms, sa.BigInteger), sa.literal(after.txn_id, sa.BigInteger)))
-        if limit is not None:
-            written = written.order_by(ctc.CTC_TIMESTAMP, ctc.CTC_TXNID).limit(limit)
-        rows = conn.execute(written).all()
-
-        # failed / did-not-initiate entries (by the state index) that are the newest of their partition (an index
-        # probe each), where the partition still has writes
-        newer = s.completed_compactions.alias("newer")
-        is_newest = ~sa.exists().where(newer.c.CC_DATABASE == cc.CC_DATABASE, newer.c.CC_TABLE == cc.CC_TABLE,
-                                       _same_partition_as(newer.c.CC_PARTITION, cc.CC_PARTITION),
-                                       newer.c.CC_ID > cc.CC_ID)
-        has_components = sa.exists().where(ctc.CTC_DATABASE == cc.CC_DATABASE, ctc.CTC_TABLE == cc.CC_TABLE,
-                                           _same_partition_as(ctc.CTC_PARTITION, cc.CC_PARTITION))
-        retries = (sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
-                   .where(cc.CC_STATE.in_((CompactionState.FAILED.value, CompactionState.DID_NOT_INITIATE.value)),
-                          is_newest, has_components))
-        if limit is not None:
-            retries = retries.order_by(cc.CC_ID).limit(limit)
-        aborted = (sa.select(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, sa.func.min(txns.TXN_STARTED),
-                             sa.func.count())
-                   .select_from(s.txns.join(s.txn_components, txns.TXN_ID == tc.TC_TXNID))
-                   .where(txns.TXN_STATE == TXN_ABORTED, tc.TC_TABLE.is_not(None))
-                   .group_by(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION))
-        if limit is not None:
-            aborted = aborted.order_by(sa.func.min(txns.TXN_STARTED)).limit(limit)
-        return rows, conn.execute(retries).all(), conn.execute(aborted).all()
-
-    rows, retries, aborted = metastore.db.run("find potential compactions", read, write=False, snapshot=True)
-    keys = {(row[0], row[1], row[2]) for row in rows}
-    keys.update(tuple(row) for row in retries)
-    candidates = {key: Candidate(*key) for key in keys}
-    for database, table, partition, oldest, count in aborted:
-        too_many = count > aborted_threshold
-        too_old = aborted_time_threshold_ms >= 0 and oldest + aborted_time_threshold_ms < now
-        if too_many or too_old:
-            candidates[(database, table, partition)] = Candidate(database, table, partition, too_many, too_old,
-                                                                 count, oldest)
-    last = Cursor(rows[-1].CTC_TIMESTAMP, rows[-1].CTC_TXNID) if rows else None
-    complete = limit is None or len(rows) < limit
-    ordered = [candidates[key] for key in sorted(candidates, key=lambda k: (k[0], k[1], k[2] or ""))]
-    return ordered, last, complete
 
 
 def _skip(candidate: Candidate, reason: str) -> Decision:
@@ -277,7 +139,7 @@ def _failed_too_often(metastore: Metastore, candidate: Candidate, threshold: int
     rows = metastore.db.run("read compaction history", lambda conn: conn.execute(
         sa.select(cc.CC_STATE, cc.CC_ENQUEUE_TIME).where(
             cc.CC_DATABASE == candidate.database, cc.CC_TABLE == candidate.table,
-            _same_partition(cc.CC_PARTITION, candidate.partition),
+            s.same_partition(cc.CC_PARTITION, candidate.partition),
             cc.CC_STATE.in_((CompactionState.SUCCEEDED.value, CompactionState.FAILED.value)))
         .order_by(cc.CC_ID.desc()).limit(threshold)).all(), write=False)
     if len(rows) < threshold or any(state != CompactionState.FAILED.value for state, _ in rows):
@@ -462,7 +324,7 @@ def initiator_cycle(metastore: Metastore, *, cursor: str | None, fetch_size: int
                          "(metastore.compactor.fetch.size)")
     after = Cursor.parse(cursor) if cursor else None
     started = metastore.db.clock.now_ms()
-    candidates, last, complete = _read_candidates(metastore, after=after, limit=fetch_size,
+    candidates, last, complete = read_candidates(metastore, after=after, limit=fetch_size,
                                                   aborted_threshold=aborted_threshold,
                                                   aborted_time_threshold_ms=aborted_time_threshold_ms)
     decisions = _decide_all(metastore, candidates, dry_run=dry_run, delta_num_threshold=delta_num_threshold,

@@ -578,7 +578,7 @@ class CompactionQueue:
             for database, table, partition in where:
                 rows += conn.execute(sa.select(*columns).where(
                     cc.CC_DATABASE == database, cc.CC_TABLE == table,
-                    cc.CC_PARTITION.is_(None) if partition is None else cc.CC_PARTITION == partition)).all()
+                    s.same_partition(cc.CC_PARTITION, partition))).all()
             return sorted(rows, key=lambda row: -row.CC_ID)
 
         def purge(conn: Connection) -> int:

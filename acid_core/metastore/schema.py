@@ -135,3 +135,16 @@ reader_leases = _table(
     _nn("RL_TABLE", String(256)), _nn("RL_NEXT_TXN_ID", BigInteger), _nn("RL_VALID_TXNS", Text),
     _nn("RL_STARTED", BigInteger), _nn("RL_LAST_HEARTBEAT", BigInteger), _nn("RL_OWNER", String(128)),
     _nn("RL_HOST", String(128)))
+
+
+def same_partition(column, partition):
+    """`column` names `partition`: a partition name, or NULL for an unpartitioned table (or a table-level entry)."""
+    return column.is_(None) if partition is None else column == partition
+
+
+def same_partition_as(column, other):
+    """Two partition columns name the same partition (both NULL included), in a form both databases match by index
+    (IS NOT DISTINCT FROM is not an index condition on PostgreSQL)."""
+    from sqlalchemy import and_, or_
+
+    return or_(column == other, and_(column.is_(None), other.is_(None)))

@@ -98,6 +98,22 @@ class Snapshot:
     write_ids: dict[str, ValidWriteIdList]
 
 
+def fold_completed_components(conn: Connection, database: str, table: str, partition: str | None, write_id: int, *,
+                              newest_ms: int | None = None) -> int:
+    """Let the partition's COMPLETED_TXN_COMPONENTS row of `write_id` stand for its rows of lower write ids: they go,
+    and it takes their update/delete flag (and `newest_ms` as its time, when given). Index lookups of one partition;
+    returns the rows removed."""
+    ctc = s.completed_txn_components.c
+    same = (ctc.CTC_DATABASE == database, ctc.CTC_TABLE == table, s.same_partition(ctc.CTC_PARTITION, partition))
+    older = (*same, ctc.CTC_WRITEID < write_id)
+    flagged = conn.execute(s.completed_txn_components.delete().where(*older, ctc.CTC_UPDATE_DELETE == "Y")).rowcount
+    removed = flagged + conn.execute(s.completed_txn_components.delete().where(*older)).rowcount
+    values = {**({"CTC_UPDATE_DELETE": "Y"} if flagged else {}), **({"CTC_TIMESTAMP": newest_ms} if newest_ms else {})}
+    if values:
+        conn.execute(s.completed_txn_components.update().where(*same, ctc.CTC_WRITEID == write_id).values(**values))
+    return removed
+
+
 def full_table_name(database: str, table: str) -> str:
     return f"{database.lower()}.{table.lower()}"
 
@@ -237,21 +253,14 @@ class TxnStore:
     @staticmethod
     def _collapse_completed(conn: Connection, txn_id: int) -> None:
         """Keep COMPLETED_TXN_COMPONENTS at one row per partition and write: this commit's row stands for the older
-        rows of the same partition with lower write ids (what Hive's housekeeping removeDuplicateCompletedTxnComponents
-        does later), so the table grows with the partitions awaiting compaction, not with the commits. A lower row
-        that says update/delete passes that on. Each delete is an index lookup of one partition."""
-        tc, ctc = s.txn_components.c, s.completed_txn_components.c
+        rows of the same partition (what Hive's housekeeping removeDuplicateCompletedTxnComponents does later), so
+        the table grows with the partitions awaiting compaction, not with the commits."""
+        tc = s.txn_components.c
         mine = conn.execute(sa.select(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, sa.func.max(tc.TC_WRITEID)).where(
             tc.TC_TXNID == txn_id, tc.TC_OPERATION_TYPE != Operation.COMPACT.value, tc.TC_WRITEID.is_not(None))
             .group_by(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION)).all()
         for database, table, partition, write_id in mine:
-            same = (ctc.CTC_DATABASE == database, ctc.CTC_TABLE == table,
-                    ctc.CTC_PARTITION.is_(None) if partition is None else ctc.CTC_PARTITION == partition)
-            older = (*same, ctc.CTC_WRITEID < write_id, ctc.CTC_TXNID != txn_id)
-            if conn.execute(s.completed_txn_components.delete().where(*older, ctc.CTC_UPDATE_DELETE == "Y")).rowcount:
-                conn.execute(s.completed_txn_components.update().where(*same, ctc.CTC_TXNID == txn_id)
-                             .values(CTC_UPDATE_DELETE="Y"))
-            conn.execute(s.completed_txn_components.delete().where(*older))
+            fold_completed_components(conn, database, table, partition, write_id)
 
     @staticmethod
     def _find_write_conflict(conn: Connection, txn_id: int) -> str | None:
@@ -429,8 +438,7 @@ class TxnStore:
     def forget_staging(self, record: StagingRecord) -> None:
         """Drop one staging record (its directories are gone); idempotent."""
         ts = s.txn_staging.c
-        same_partition = (ts.TS_PARTITION.is_(None) if record.partition is None
-                          else ts.TS_PARTITION == record.partition)
+        same_partition = s.same_partition(ts.TS_PARTITION, record.partition)
         self.db.run(f"forget staging of transaction {record.txn_id}", lambda conn: conn.execute(
             s.txn_staging.delete().where(ts.TS_TXNID == record.txn_id, ts.TS_DATABASE == record.database,
                                          ts.TS_TABLE == record.table, same_partition)))
