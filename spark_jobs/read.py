@@ -39,9 +39,9 @@ from acid_core.errors import AcidError, MetastoreError, SchemaMismatchError
 from acid_core.fs import FileSystem, concurrently
 from acid_core.layout import DEFAULT_PARTITION_NAME
 from acid_core.locations import DataLocation, data_location
-from acid_core.merge import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, Footer, InsertSource, PartitionReader, ReadPlan,
-                             file_bucket, footer_paths, plan_read, read_footers, read_units, source_bucket,
-                             uses_sort_merge)
+from acid_core.merge import PartitionReader
+from acid_core.read_plan import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, Footer, InsertSource, ReadPlan, file_bucket,
+                                 footer_paths, plan_read, read_footers, read_units, source_bucket, uses_sort_merge)
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.leases import Lease

@@ -25,7 +25,8 @@ from acid_core.compaction.plan import BucketWork, CompactionPlan
 from acid_core.delete_events import DeleteCursor, valid_write_id_mask, without_deleted
 from acid_core.fs import FileSystem
 from acid_core.layout import COMPACTION_PARTS_DIR, bucket_file_name, compaction_part_name
-from acid_core.merge import KEY_COLUMNS, ReadPlan, SnapshotReader, conform_columns, source_lower_bound
+from acid_core.merge import KEY_COLUMNS, SnapshotReader, conform_columns
+from acid_core.read_plan import ReadPlan, source_lower_bound
 from acid_core.rowid import encode_bucket
 from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
 from acid_core.orc_concat import concatenate

@@ -26,7 +26,7 @@ from acid_core.fs import FileSystem
 from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name,
                               parse_directory)
 from acid_core.delete_events import Key
-from acid_core.merge import DeleteSource, InsertSource, ReadPlan, file_bucket, plan_read, source_bucket
+from acid_core.read_plan import DeleteSource, InsertSource, ReadPlan, file_bucket, plan_read, source_bucket
 from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.orc_concat import stripe_row_counts
 from acid_core.orc_events import KEY_FIELDS, Column, EventFile

@@ -403,7 +403,8 @@ def test_a_read_task_loads_only_the_delete_events_of_the_buckets_it_reads(store,
     """Each bucket's rows are deleted through that bucket's delete file (Hive writes a delete event into the bucket
     of the row); a task reading bucket 0 only builds a registry from bucket 0's delete files."""
     import spark_jobs.read as read_module
-    from acid_core.merge import PartitionReader, file_bucket
+    from acid_core.merge import PartitionReader
+    from acid_core.read_plan import file_bucket
 
     table = Table(store, "two_buckets", bucket_columns=["id"], num_buckets=2)
     table.insert([(i, f"n{i}", float(i)) for i in range(40)])
