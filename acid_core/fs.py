@@ -1,8 +1,11 @@
 """The one place that talks to a filesystem, through pyarrow.fs: local paths now, HDFS and S3 by URI.
 
-Every error is mapped to FileSystemError naming the path. Writes go to a hidden temporary name (leading `.`, which
-Hive and this library skip when listing) and are renamed into place, so a crash never leaves a half-written visible
-file.
+Every error is mapped to FileSystemError naming the path. On filesystems whose renames are atomic (local, HDFS),
+writes go to a hidden temporary name (leading `.`, which Hive and this library skip when listing) and are renamed
+into place, so a crash never leaves a half-written visible file. On object stores (S3 and the like) a rename is a
+copy of every byte and a directory cannot be renamed at all: there a file is written under its final name (an
+object appears whole or not at all when its upload completes) and a directory's visibility comes from the metastore
+(an uncommitted write id or `_v<txn>` suffix), as Hive's direct insert does (`renames_atomically`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import contextlib
 import os
 import posixpath
 import tempfile
+import threading
+import urllib.parse
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +37,7 @@ class FileEntry:
     size: int
 
 
+ATOMIC_RENAME_FILESYSTEMS = frozenset({"local", "hdfs"})  # pyarrow type names; the rest are object stores
 MAX_IO_THREADS = 16  # calls in flight at once on a remote filesystem (listings, footers)
 _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
@@ -85,11 +91,41 @@ def _list_local(path: str) -> list[FileEntry]:
     return entries
 
 
+_S3_SCHEMES = ("s3", "s3a")  # s3a: the Hadoop connector's scheme, which Hive tables on S3 usually carry
+_s3_filesystems: dict[tuple, pafs.S3FileSystem] = {}
+_s3_lock = threading.Lock()
+
+
+def _s3_filesystem(location: str) -> "FileSystem | None":
+    """An `s3://` or `s3a://` location as (filesystem, `bucket/key`), when the region is configured (AWS_REGION or
+    AWS_DEFAULT_REGION): one S3FileSystem per process and configuration, so resolving a location costs no request
+    (pyarrow's `from_uri` asks S3 for the bucket's region every time). The endpoint comes from AWS_ENDPOINT_URL_S3 or
+    AWS_ENDPOINT_URL (an S3-compatible store), the credentials from the AWS default chain (environment, profile,
+    instance or pod role). None when the region is not configured or the URI has options (`?...`): pyarrow's own
+    resolution then applies."""
+    parts = urllib.parse.urlsplit(location)
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if parts.scheme not in _S3_SCHEMES or parts.query or not parts.netloc or not region:
+        return None
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    key = (region, endpoint, os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_PROFILE"))
+    with _s3_lock:
+        filesystem = _s3_filesystems.get(key)
+        if filesystem is None:
+            try:
+                filesystem = _s3_filesystems[key] = pafs.S3FileSystem(region=region, endpoint_override=endpoint)
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise _wrap("open filesystem for", location, exc) from exc
+    path = (parts.netloc + parts.path).rstrip("/")
+    return FileSystem(filesystem, uri_prefix=f"{parts.scheme}://"), path
+
+
 class FileSystem:
     """A pyarrow filesystem plus the few operations the ACID layout needs."""
 
-    def __init__(self, filesystem: pafs.FileSystem | None = None) -> None:
+    def __init__(self, filesystem: pafs.FileSystem | None = None, *, uri_prefix: str = "") -> None:
         self._fs = filesystem or pafs.LocalFileSystem()
+        self._uri_prefix = uri_prefix
 
     @classmethod
     def resolve(cls, location: str) -> tuple["FileSystem", str]:
@@ -100,11 +136,21 @@ class FileSystem:
         """
         if "://" not in location:
             return cls(), os.path.abspath(location)
+        found = _s3_filesystem(location)
+        if found is not None:
+            return found
         try:
             filesystem, path = pafs.FileSystem.from_uri(location)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
             raise _wrap("open filesystem for", location, exc) from exc
-        return cls(filesystem), path
+        bare = location.split("?", 1)[0].rstrip("/")
+        prefix = bare[:len(bare) - len(path.rstrip("/"))] if bare.endswith(path.rstrip("/")) else ""
+        return cls(filesystem, uri_prefix=prefix), path
+
+    def uri(self, path: str) -> str:
+        """The location another process resolves to `path` on this filesystem (`s3://bucket/key` for
+        `bucket/key`; a local path as it is)."""
+        return self._uri_prefix + path
 
     @property
     def io_threads(self) -> int:
@@ -112,6 +158,13 @@ class FileSystem:
         taking and dropping the GIL, so threads only contend), `MAX_IO_THREADS` elsewhere (each call waits on the
         network)."""
         return 1 if isinstance(self._fs, pafs.LocalFileSystem) else MAX_IO_THREADS
+
+    @property
+    def renames_atomically(self) -> bool:
+        """Renaming a file or a directory is one atomic metadata operation (local, HDFS). False on object stores, where
+        writers put data under its final name and the metastore decides what readers see; appending to a file is
+        possible exactly where renames are atomic (an object store writes an object whole)."""
+        return self._fs.type_name in ATOMIC_RENAME_FILESYSTEMS
 
     @property
     def arrow(self) -> pafs.FileSystem:
@@ -191,11 +244,21 @@ class FileSystem:
             raise _wrap("create directory", path, exc) from exc
 
     def rename(self, source: str, target: str) -> None:
-        """Move a file or directory; refuses to replace an existing target."""
+        """Move a file or directory; refuses to replace an existing target. On an object store a directory is
+        copied object by object (server-side copies) and then deleted: neither atomic nor cheap, so only the
+        cleaner's trash does that there; every write path writes final names directly instead.
+
+        Raises:
+            FileSystemError: the target exists, or the move fails.
+        """
         if self.exists(target):
             raise FileSystemError(f"cannot move {source!r} to {target!r}: the target already exists")
         try:
-            self._fs.move(source, target)
+            if self.renames_atomically or self.info(source).type != pafs.FileType.Directory:
+                self._fs.move(source, target)
+                return
+            pafs.copy_files(source, target, source_filesystem=self._fs, destination_filesystem=self._fs)
+            self._fs.delete_dir(source)
         except OSError as exc:
             raise _wrap(f"move to {target!r}", source, exc) from exc
 
@@ -216,7 +279,15 @@ class FileSystem:
             raise _wrap("delete directory", path, exc) from exc
 
     def write_atomically(self, path: str, data: bytes) -> None:
-        """Write a small file through a hidden temporary name and rename it into place."""
+        """Write a small file through a hidden temporary name and rename it into place (on an object store: one
+        upload under its final name, which is atomic there)."""
+        if not self.renames_atomically:
+            try:
+                with self._fs.open_output_stream(path) as stream:
+                    stream.write(data)
+            except OSError as exc:
+                raise _wrap("write", path, exc) from exc
+            return
         parent, name = posixpath.split(path)
         temp = self.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
         try:
@@ -317,6 +388,17 @@ def put_scratch(fs: "FileSystem", scratch: LocalScratch, destination: str) -> No
                             destination_filesystem=fs.arrow)
     except OSError as exc:
         raise _wrap("write", destination, exc) from exc
+
+
+def path_of(location: str) -> str:
+    """The path a `FileSystem.resolve(location)` filesystem takes for `location`: `bucket/key` for an object store URI
+    (`s3://bucket/key`), the URI's path for others (`hdfs://nn:8020/x` -> `/x`), a local path as it is."""
+    if "://" not in location:
+        return location
+    parts = urllib.parse.urlsplit(location)
+    if parts.scheme in _S3_SCHEMES or parts.scheme in ("gs", "gcs", "abfs", "abfss"):
+        return (parts.netloc + parts.path).rstrip("/")
+    return parts.path
 
 
 def _is_within(root: str, path: str) -> bool:

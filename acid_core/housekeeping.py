@@ -142,8 +142,9 @@ def _revert_dead_workers(metastore: Metastore, worker_timeout_ms: int
 
 
 def _remove_hidden_results(metastore: Metastore, entry: CompactionInfo) -> list[str]:
-    """Delete the hidden result directories (`.<name>_v<txn>.tmp-c<id>`) of the reverted attempt in its partition,
-    and nothing else: not those of a newer attempt that claimed the entry meanwhile (they carry its transaction).
+    """Delete the result directories of the reverted attempt in its partition (hidden `.<name>_v<txn>.tmp-c<id>`, or
+    on an object store `<name>_v<txn>`: its transaction was aborted just before, so no reader uses them), and nothing
+    else: not those of a newer attempt that claimed the entry meanwhile (they carry its transaction).
 
     Skipped when a new worker claimed the entry meanwhile (it removes leftovers itself before writing).
     """
@@ -156,7 +157,7 @@ def _remove_hidden_results(metastore: Metastore, entry: CompactionInfo) -> list[
     fs, location = where.fs, where.path
     removed = []
     for child in fs.list_dir(location, missing_ok=True):
-        if child.is_dir and child.name.startswith(".") and is_output_of_attempt(child.name, entry.id, entry.txn_id):
+        if child.is_dir and is_output_of_attempt(child.name, entry.id, entry.txn_id):  # hidden, or final names
             fs.delete_dir(ensure_inside(location, child.path, fs=fs))
             removed.append(child.path)
     return removed

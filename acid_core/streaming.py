@@ -6,6 +6,9 @@ ORC file and appends the flushed length to the bucket file's `_flush_length` sid
 readers read only up to the last recorded length, and only the write ids their snapshot says committed. Aborted
 transactions leave rows that no snapshot ever sees. Closing (or a crash, through transaction time-outs) aborts what
 is still open.
+
+Object stores can neither append to an object nor show part of one: there every transaction of a batch writes its
+own `delta_<w>_<w>` directory, whose files are complete (uploaded) before the transaction commits, and no side file.
 """
 
 from __future__ import annotations
@@ -32,12 +35,14 @@ _NEVER = 1 << 62
 class _BucketFile:
     """One open bucket file of a batch, with its side file."""
 
-    def __init__(self, fs: FileSystem, directory: str, bucket: int, columns, compression: str) -> None:
+    def __init__(self, fs: FileSystem, directory: str, bucket: int, columns, compression: str, *,
+                 side_file: bool = True) -> None:
         self.fs = fs
         self.path = fs.join(directory, bucket_file_name(bucket))
-        self.side_path = side_file_name(self.path)
+        self.side_path = side_file_name(self.path) if side_file else None
         self.bucket_property = encode_bucket(bucket, 0)
-        fs.write_atomically(self.side_path, struct.pack(">q", 0))
+        if self.side_path is not None:
+            fs.write_atomically(self.side_path, struct.pack(">q", 0))
         self.stream = fs.open_output(self.path)
         self.writer = EventFileWriter(self.stream, columns, compression=compression, stripe_rows=_NEVER, batch_rows=1)
         self.next_row_id = 0
@@ -59,7 +64,8 @@ class _BucketFile:
     def close(self) -> None:
         self.writer.close()
         self.stream.close()
-        self.fs.delete_file(self.side_path)
+        if self.side_path is not None:
+            self.fs.delete_file(self.side_path)
 
 
 class StreamingConnection:
@@ -79,6 +85,7 @@ class StreamingConnection:
         else:
             location = self.table.partition_location(self.partition_name)
         self.fs, self.location = fs, location
+        self._delta_per_batch = fs.renames_atomically  # appendable files: one delta per batch, with side files
         if not 1 <= batch_size <= metastore.txns.max_open_batch:
             raise AcidError(f"batch size {batch_size} must be in 1..{metastore.txns.max_open_batch}")
         self.batch_size = batch_size
@@ -119,12 +126,16 @@ class StreamingConnection:
         self._batch = TableWrite.open_batch(self.metastore, self.table, self.batch_size, agent_info=self.agent_info,
                                             partition=self.partition_name)
         self._next_in_batch = 0
-        low, high = min(w.write_id for w in self._batch), max(w.write_id for w in self._batch)
-        self._directory = self.fs.join(self.location, delta_dir_name(low, high))
+        self._files = {}
+        if self._delta_per_batch:
+            low, high = min(w.write_id for w in self._batch), max(w.write_id for w in self._batch)
+            self._open_directory(delta_dir_name(low, high))
+
+    def _open_directory(self, name: str) -> None:
+        self._directory = self.fs.join(self.location, name)
         self.fs.make_dirs(self._directory)
         if not self.fs.exists(self.fs.join(self._directory, ACID_FORMAT_FILE)):
             self.fs.write_atomically(self.fs.join(self._directory, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
-        self._files = {}
 
     def begin_transaction(self) -> int:
         """Start the next transaction of the batch (opening a new batch when this one is used up)."""
@@ -139,6 +150,8 @@ class StreamingConnection:
             self._next_in_batch += 1
             write.lock()
             write.record(self.partition_name, Operation.INSERT)
+            if not self._delta_per_batch:
+                self._open_directory(delta_dir_name(write.write_id, write.write_id))
             self._current = write
             return write.txn_id
 
@@ -162,7 +175,7 @@ class StreamingConnection:
             for bucket, values in sorted(by_bucket.items()):
                 if bucket not in self._files:
                     self._files[bucket] = _BucketFile(self.fs, self._directory, bucket, self.table.columns,
-                                                      self.compression)
+                                                      self.compression, side_file=self._delta_per_batch)
                 self._files[bucket].write(values, write_id)
             return count
 
@@ -170,8 +183,8 @@ class StreamingConnection:
         """Make the current transaction's rows durable (flush + side file), then commit it."""
         with self._lock:
             write = self._require_current()
-            if self.remaining_in_batch == 0:
-                self._close_files()  # last of the batch: a complete file, no side file needed
+            if self.remaining_in_batch == 0 or not self._delta_per_batch:
+                self._close_files()  # last of the batch, or an object store: complete files, no side file needed
             else:
                 for bucket_file in self._files.values():
                     bucket_file.flush()
@@ -183,6 +196,8 @@ class StreamingConnection:
         with self._lock:
             write = self._require_current()
             self._current = None
+            if not self._delta_per_batch:
+                self._close_files()  # its own directory: the files end with the transaction
             self.metastore.txns.abort(write.txn_id)
 
     def heartbeat(self) -> None:

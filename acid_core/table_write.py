@@ -4,10 +4,13 @@ ingest and the Spark writes, whose tasks only write files).
 `TableWrite.open` opens a transaction, allocates the table's write id, records where the write may stage files (a
 partition, or the whole table when the partitions are found while writing) and takes Hive's shared_write lock.
 `record` says which partitions it writes and how (TXN_COMPONENTS, written before the files, as Hive records them at
-lock time, so the cleaner finds the files of a write that aborts). Files are built in hidden staging directories
-(`layout.write_staging_name`, carrying the transaction id) beside their final directories and renamed into place;
-`commit` commits; `abort` removes what this write staged or published and aborts. A write killed before either leaves
-its staging behind: housekeeping (`remove_abandoned_staging`) removes it once the transaction is no longer open.
+lock time, so the cleaner finds the files of a write that aborts). Where renames are atomic (local, HDFS) files are
+built in hidden staging directories (`layout.write_staging_name`, carrying the transaction id) beside their final
+directories and renamed into place; on object stores they are written under their final names directly (Hive's
+direct insert: the write id stays invalid in every snapshot until the commit). `commit` commits; `abort` removes
+what this write staged or published and aborts. A write killed before either leaves its staging (or, on an object
+store, directories of its write id) behind: housekeeping (`remove_abandoned_staging`) removes them once the
+transaction is no longer open.
 
 Cost: five metastore round trips for a write (open, write id, staging record, lock, components) plus the commit;
 removing a killed write's staging lists its partition directory, or the partition directories of its table when it
@@ -23,8 +26,8 @@ import pyarrow as pa
 from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError, NoSuchObjectError, NoSuchTxnError, TxnStateError, UsageError
 from acid_core.fs import FileSystem, ensure_inside
-from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, is_hidden, parse_partition_dir_name,
-                              parse_write_staging_name, write_staging_name)
+from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, ParsedDelta, is_hidden, parse_directory,
+                              parse_partition_dir_name, parse_write_staging_name, write_staging_name)
 from acid_core.locations import DataLocation, data_location
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
@@ -60,6 +63,7 @@ class TableWrite:
         self._recorded: dict[str | None, Operation] = {}
         self._staged: list[tuple[str, str]] = []  # (staging directory, final directory)
         self._published: list[str] = []
+        self._written: list[str] = []  # directories the embedded writer wrote for this write id
         self._ended = False
         self._writer: EmbeddedWriter | None = None
 
@@ -150,9 +154,12 @@ class TableWrite:
         return dict(self._recorded)
 
     def staging_name(self, final: str) -> str:
-        """The hidden name under which this write builds `final` (beside it, in its partition directory)."""
+        """The hidden name under which this write builds `final` (beside it, in its partition directory); `final`
+        itself on an object store (`FileSystem.renames_atomically`), where the write id hides it until the commit."""
         if not self._registered_staging:
             raise UsageError(f"transaction {self.txn_id} writes in place (streaming) and stages nothing")
+        if not self.location().fs.renames_atomically:
+            return final
         return write_staging_name(final, self.txn_id)
 
     def staged(self, staging: str, final: str) -> None:
@@ -167,7 +174,8 @@ class TableWrite:
             self._staged.append((staging, final))
 
     def publish(self) -> tuple[str, ...]:
-        """Rename every remembered staging directory into place, each with its ACID format file first.
+        """Rename every remembered staging directory into place, each with its ACID format file first (on an object
+        store, where a write builds its final directories directly, only the format file is written).
 
         A heartbeat first: a write whose transaction was aborted meanwhile (timed out, or by an operator) publishes
         nothing, so no directory with its write id appears after the cleaner and housekeeping forgot it.
@@ -180,7 +188,8 @@ class TableWrite:
             self.metastore.txns.heartbeat(self.txn_id)
         for staging, final in self._staged[len(self._published):]:
             fs.write_atomically(fs.join(staging, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
-            fs.rename(staging, final)
+            if staging != final:
+                fs.rename(staging, final)
             self._published.append(final)
         return tuple(self._published)
 
@@ -206,24 +215,29 @@ class TableWrite:
         """Insert rows with the embedded writer (checked first: a bad row writes nothing)."""
         name, spec = self._spec(partition)
         self.record(name, Operation.INSERT)
-        return self._embedded().insert(rows, write_id=self.write_id, statement_id=statement_id, partition=spec,
-                                       writer_id=writer_id, txn_id=self.txn_id)
+        return self._wrote(self._embedded().insert(rows, write_id=self.write_id, statement_id=statement_id,
+                                                   partition=spec, writer_id=writer_id, txn_id=self.txn_id))
 
     def delete(self, row_ids: Iterable[RowId], *, partition: Mapping[str, Any] | None = None,
                statement_id: int = 0) -> WriteResult:
         """Delete rows by ROW__ID with the embedded writer."""
         name, spec = self._spec(partition)
         self.record(name, Operation.DELETE)
-        return self._embedded().delete(row_ids, write_id=self.write_id, statement_id=statement_id, partition=spec,
-                                       txn_id=self.txn_id)
+        return self._wrote(self._embedded().delete(row_ids, write_id=self.write_id, statement_id=statement_id,
+                                                   partition=spec, txn_id=self.txn_id))
 
     def update(self, row_ids: Sequence[RowId], new_rows: Sequence[Sequence[Any] | Mapping[str, Any]], *,
                partition: Mapping[str, Any] | None = None, statement_id: int = 0, writer_id: int = 0) -> WriteResult:
         """Split-update with the embedded writer (a delete delta and a delta of one statement)."""
         name, spec = self._spec(partition)
         self.record(name, Operation.UPDATE)
-        return self._embedded().update(row_ids, new_rows, write_id=self.write_id, statement_id=statement_id,
-                                       partition=spec, writer_id=writer_id, txn_id=self.txn_id)
+        return self._wrote(self._embedded().update(row_ids, new_rows, write_id=self.write_id,
+                                                   statement_id=statement_id, partition=spec, writer_id=writer_id,
+                                                   txn_id=self.txn_id))
+
+    def _wrote(self, result: WriteResult) -> WriteResult:
+        self._written.extend(path for path in result.directories if path not in self._written)
+        return result
 
     def read(self, partition: str | None = None, *, include_row_id: bool = False) -> pa.Table:
         """The rows of `partition` (or the unpartitioned table) this transaction sees, its own writes included."""
@@ -255,16 +269,18 @@ class TableWrite:
         self._ended = True
 
     def abort(self) -> None:
-        """Remove what this write staged or published, forget its staging record and abort; quiet when the
+        """Remove what this write staged, published or wrote, forget its staging record and abort; quiet when the
         transaction is no longer open (timed out, or aborted by a write conflict)."""
         if self._ended:
             return
         self._ended = True
         fs = self.location().fs
-        for staging, _ in self._staged:
+        for staging, final in self._staged:
             fs.delete_dir(staging)
-        for final in self._published:
-            fs.delete_dir(final)
+            if final in self._published and final != staging:
+                fs.delete_dir(final)
+        for directory in self._written:  # the embedded writer's: only this write id writes there
+            fs.delete_dir(directory)
         try:
             if self._registered_staging:
                 self.metastore.txns.forget_staging(StagingRecord(self.txn_id, self.table.database, self.table.name,
@@ -327,17 +343,40 @@ def remove_abandoned_staging(metastore: Metastore, *, limit: int = 1000) -> tupl
 
 
 def _remove_staging_of(metastore: Metastore, record: StagingRecord) -> list[str]:
+    """Remove what a write that ended without cleaning up left: its hidden staging directories, or on an object
+    store (where writers build their final directories directly) the delta and delete-delta directories of its write
+    id and the `_v<txn>` results of a compactor transaction. No snapshot reads them (the transaction is aborted) and
+    no other writer can have made them (write ids are allocated once per table, a `_v` suffix names its compactor
+    transaction; a compactor's output of another transaction is left alone)."""
     table = metastore.catalog.get_table(record.database, record.table)
     where = data_location(table, record.partition)
     depth = 0 if record.partition is not None else len(table.partition_keys)
+    write_id = None
+    if not where.fs.renames_atomically:  # -1: a compactor transaction, which holds no write id
+        write_id = metastore.txns.write_id_of(record.txn_id, table.database, table.name) or -1
     removed = []
     for directory in _directories(where.fs, where.path, depth):
         for child in where.fs.list_dir(directory, missing_ok=True):
-            staging = parse_write_staging_name(child.name) if child.is_dir else None
-            if staging is not None and staging.txn_id == record.txn_id:
+            if child.is_dir and _left_by(child.name, record.txn_id, write_id):
                 where.fs.delete_dir(ensure_inside(where.table_root, child.path, fs=where.fs))
                 removed.append(child.path)
     return removed
+
+
+def _left_by(name: str, txn_id: int, write_id: int | None) -> bool:
+    """A staging directory of transaction `txn_id`; on an object store (`write_id` given, None if it has none) also
+    a delta directory written directly by its write `write_id`, or a result of it as a compactor transaction."""
+    staging = parse_write_staging_name(name)
+    if staging is not None:
+        return staging.txn_id == txn_id
+    if write_id is None:
+        return False
+    parsed = parse_directory(name)
+    if parsed is None:
+        return False
+    if parsed.visibility_txn_id:
+        return parsed.visibility_txn_id == txn_id
+    return (isinstance(parsed, ParsedDelta) and parsed.min_write_id == parsed.max_write_id == write_id)
 
 
 def _directories(fs: FileSystem, root: str, depth: int) -> list[str]:

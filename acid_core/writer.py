@@ -1,9 +1,11 @@
 """The embedded writer (no Spark): inserts into `delta_w_w_s`, deletes by ROW__ID into `delete_delta_w_w_s`, updates
 as split-update (both), in partition directories `k=v`, one bucket file per bucket.
 
-Every value is checked against its column type first; then all directories of one write are staged under hidden
-names beside them and renamed into place only when all of them are complete, so a bad row or a crash never
-leaves a half-written visible file (nor half of a split-update). Write ids come from the caller (the metastore hands
+Every value is checked against its column type first; then, where renames are atomic (local, HDFS), all directories
+of one write are staged under hidden names beside them and renamed into place only when all of them are complete,
+so a bad row or a crash never leaves a half-written visible file (nor half of a split-update). On object stores the
+files are written under their final names directly (each appears whole when its upload completes): the write id is
+what hides them until the transaction commits, and a failure removes the files this call wrote. Write ids come from the caller (the metastore hands
 them out); the writer does not commit anything (`acid_core.table_write` is the transaction around it).
 """
 
@@ -119,15 +121,7 @@ class EmbeddedWriter:
         self.fs.make_dirs(temp)
         try:
             for bucket, events in files.items():
-                with self.fs.open_output(self.fs.join(temp, bucket_file_name(bucket))) as stream:
-                    writer = EventFileWriter(stream, self.columns, compression=self.compression,
-                                             stripe_rows=self.stripe_rows)
-                    try:
-                        writer.write(events, operation=operation)
-                    except (TypeError, ValueError, OverflowError, decimal.DecimalException) as exc:
-                        raise InvalidRowError(f"{name}/{bucket_file_name(bucket)}: a row does not fit the columns "
-                                              f"{[(c.name, c.type) for c in self.columns]}: {exc}") from exc
-                    writer.close()
+                self._write_file(self.fs.join(temp, bucket_file_name(bucket)), name, bucket, events, operation)
             self.fs.write_atomically(self.fs.join(temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
         except BaseException:
             self.fs.delete_dir(temp)
@@ -153,9 +147,43 @@ class EmbeddedWriter:
         self.fs.delete_dir(temp)
         return final
 
+    def _write_directly(self, parent: str, directories: list[tuple[str, dict[int, list[tuple]], int]]
+                        ) -> tuple[str, ...]:
+        """An object store's write: check no file collides, then write every file under its final name; on a
+        failure remove the files this call wrote (another writer of the write id may share the directory)."""
+        for name, files, _ in directories:
+            self._check_free(parent, name, files)
+        written: list[str] = []
+        try:
+            for name, files, operation in directories:
+                final = self.fs.join(parent, name)
+                for bucket, events in files.items():
+                    path = self.fs.join(final, bucket_file_name(bucket))
+                    written.append(path)
+                    self._write_file(path, name, bucket, events, operation)
+                self.fs.write_atomically(self.fs.join(final, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
+        except BaseException:
+            for path in written:
+                self.fs.delete_file(path)
+            raise
+        return tuple(self.fs.join(parent, name) for name, _, _ in directories)
+
+    def _write_file(self, path: str, name: str, bucket: int, events: list[tuple], operation: int) -> None:
+        with self.fs.open_output(path) as stream:
+            writer = EventFileWriter(stream, self.columns, compression=self.compression, stripe_rows=self.stripe_rows)
+            try:
+                writer.write(events, operation=operation)
+            except (TypeError, ValueError, OverflowError, decimal.DecimalException) as exc:
+                raise InvalidRowError(f"{name}/{bucket_file_name(bucket)}: a row does not fit the columns "
+                                      f"{[(c.name, c.type) for c in self.columns]}: {exc}") from exc
+            writer.close()
+
     def _write(self, parent: str, directories: list[tuple[str, dict[int, list[tuple]], int]],
                txn_id: int | None) -> tuple[str, ...]:
-        """Stage every directory of one write, check none collides, then publish them all."""
+        """Stage every directory of one write, check none collides, then publish them all (on an object store:
+        write them in place, `_write_directly`)."""
+        if not self.fs.renames_atomically:
+            return self._write_directly(parent, directories)
         staged: list[str] = []
         try:
             for name, files, _ in directories:

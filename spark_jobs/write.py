@@ -2,9 +2,10 @@
 
 Every call is one `acid_core.table_write.TableWrite` on the driver (transaction, write id, staging record, a
 shared_write lock on the table); Spark tasks only write event files (acid_core's columnar writer: Hive's event schema
-and user metadata) into its hidden staging directories; the driver records the partitions written (TXN_COMPONENTS:
-insert, update or delete, which drives first-committer-wins), renames the staging to `delta_w_w_s` /
-`delete_delta_w_w_s` and commits. UPDATE, DELETE and MERGE read only the partitions their condition (the WHERE, or
+and user metadata) into its hidden staging directories (on object stores: straight into `delta_w_w_s` /
+`delete_delta_w_w_s`, hidden by the uncommitted write id); the driver records the partitions written
+(TXN_COMPONENTS: insert, update or delete, which drives first-committer-wins), renames the staging to `delta_w_w_s` /
+`delete_delta_w_w_s` where renames are atomic and commits. UPDATE, DELETE and MERGE read only the partitions their condition (the WHERE, or
 MERGE's ON) can hold in (`spark_jobs.pruning`). Any failure aborts the transaction and removes what was written:
 nothing visible is left; a killed driver's staging is removed by housekeeping. Unbucketed tables get one file per
 Spark task (`bucket_<task>`, the task being the writer id, as Hive's parallel writers); bucketed tables one file per
@@ -222,7 +223,8 @@ class _Write:
     def run(self, frame: DataFrame, task: _FileTask, writer) -> list[tuple[str, str, int]]:
         rows = frame.mapInArrow(lambda batches: writer(task, batches), _RESULT).collect()
         results = [(r["part"], r["staging"], r["rows"]) for r in rows]
-        final = parse_write_staging_name(task.staging).final
+        staging_name = parse_write_staging_name(task.staging)
+        final = staging_name.final if staging_name is not None else task.staging  # written in place on object stores
         fs = self.txn.location().fs
         for _, staging, _ in results:
             self.txn.staged(staging, fs.join(staging.rsplit("/", 1)[0], final))

@@ -112,3 +112,28 @@ def make_ms(metastore_url, clock, tmp_path):
 def ms(make_ms):
     """An initialised metastore with the test clock and identity, on SQLite and on PostgreSQL."""
     return make_ms()
+
+
+_bucket_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One S3-compatible server (moto's, tests/s3_server.py) on loopback for the whole run, stopped at the end."""
+    from s3_server import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("s3") / "s3-server.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_warehouse(s3_server, monkeypatch, request) -> str:
+    """A new bucket of this test's own, as `s3://<bucket>/warehouse`, with this process's environment pointing
+    pyarrow at the server (processes the test starts inherit it); the request counts start at zero."""
+    for name, value in s3_server.environment.items():
+        monkeypatch.setenv(name, value)
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")
+    bucket = s3_server.make_bucket(f"t{next(_bucket_numbers)}-{slug}"[:63].rstrip("-"))
+    s3_server.reset_counts()
+    return f"{bucket}/warehouse"

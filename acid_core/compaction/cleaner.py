@@ -267,6 +267,10 @@ def _trash_location(fs: FileSystem, trash_dir: str, run_id: str, entry: Compacti
     if trash_fs.arrow.type_name != fs.arrow.type_name:
         raise UsageError(f"trash directory {trash_dir!r} is on a {trash_fs.arrow.type_name} filesystem, the table "
                          f"{entry.full_table_name} on {fs.arrow.type_name}: give a trash directory on the same one")
+    if not fs.renames_atomically and trash_root.split("/", 1)[0] != table_root.split("/", 1)[0]:
+        # an object store moves by server-side copy: within one bucket, never across buckets (or regions)
+        raise UsageError(f"trash directory {trash_dir!r} is not in the bucket of table {entry.full_table_name} "
+                         f"({table_root.split('/', 1)[0]!r}): give a trash directory in the same bucket")
     try:
         ensure_inside(table_root, trash_root)
     except PathOutsideTableError:

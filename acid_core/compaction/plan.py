@@ -3,8 +3,10 @@
 Rules from Hive's Worker (hive-acid-reference.md section 7): enough to compact means MAJOR: original files, or more
 than one of base + deltas; MINOR: more than one delta, and not just one delta with its delete delta; REBALANCE: always.
 Output names are `base_<hwm>_v<txn>` (major, rebalance) or `delta_<min>_<hwm>_v<txn>` and
-`delete_delta_<min>_<hwm>_v<txn>` (minor, no statement id). Results are built in hidden directories
-`.<name>.tmp-c<compaction id>` and renamed into place when complete.
+`delete_delta_<min>_<hwm>_v<txn>` (minor, no statement id). Where renames are atomic (local, HDFS) results are built
+in hidden directories `.<name>.tmp-c<compaction id>` and renamed into place when complete; on object stores they are
+written under their final names directly, which no reader uses before the compactor transaction `<txn>` commits
+(Hive's isDirUsable), so nothing is copied.
 
 A rebalance (Hive 4, unbucketed tables) rewrites every surviving row of the partition, whatever bucket file holds it,
 into n new bucket files of about equal size (n: CLUSTERED INTO n BUCKETS, else the number of bucket ids the snapshot's
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from acid_core.compaction.codes import CompactionType
-from acid_core.fs import FileSystem
+from acid_core.fs import FileSystem, path_of
 from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name,
                               parse_directory)
 from acid_core.delete_events import Key
@@ -62,7 +64,7 @@ class CompactionPlan:
     columns: tuple[Column, ...]
     write_ids: str
     compactor_txn_id: int
-    outputs: tuple[tuple[str, str], ...]  # (final name, hidden temporary name)
+    outputs: tuple[tuple[str, str], ...]  # (final name, hidden temporary name; the final name on an object store)
     buckets: tuple[BucketWork, ...]
     compression: str = "ZLIB"
     stripe_bytes: int = DEFAULT_STRIPE_BYTES  # the table's orc.stripe.size: the output writer's buffer
@@ -72,7 +74,8 @@ class CompactionPlan:
         return ValidCompactorWriteIdList.parse(self.write_ids)
 
     def temp_dir(self, final_name: str) -> str:
-        return FileSystem.join(self.location, dict(self.outputs)[final_name])
+        """Where result `final_name` is built, as a path of the filesystem `FileSystem.resolve(location)` gives."""
+        return FileSystem.join(path_of(self.location), dict(self.outputs)[final_name])
 
 
 def temp_name(final_name: str, compaction_id: int) -> str:
@@ -149,8 +152,9 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
                                          split_rows if kind is CompactionType.MAJOR else None, slots, spread))
     names = output_names(state, kind, write_ids, txn_id)
     return CompactionPlan(
-        compaction_id=compaction_id, kind=kind, location=state.location, columns=columns, write_ids=str(write_ids),
-        compactor_txn_id=txn_id, outputs=tuple((name, temp_name(name, compaction_id)) for name in names),
+        compaction_id=compaction_id, kind=kind, location=fs.uri(state.location), columns=columns, write_ids=str(write_ids),
+        compactor_txn_id=txn_id,
+        outputs=tuple((name, temp_name(name, compaction_id) if fs.renames_atomically else name) for name in names),
         buckets=works, compression=compression, stripe_bytes=stripe_bytes)
 
 

@@ -2,7 +2,8 @@
 
 claim (initiated -> working) -> open the compactor transaction -> shared_read lock -> ValidCompactorWriteIdList
 (high watermark = lowest open write id - 1) -> directory state -> refuse if not enough to compact -> bucket tasks
-write hidden result directories -> rename them to their `_v<txn>` names -> ready for cleaning -> commit.
+write hidden result directories -> rename them to their `_v<txn>` names (on an object store the tasks write the
+`_v<txn>` names directly) -> ready for cleaning -> commit.
 The result is invisible to every reader until the commit (the `_v` suffix). A failure aborts the transaction, removes
 what was written and marks the entry failed; a killed attempt leaves only hidden or `_v<aborted>` directories, which
 the retry (or the cleaner) removes. Running a compaction that already finished changes nothing.
@@ -28,7 +29,7 @@ from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LockComponent, LockType
-from acid_core.metastore.txns import TxnType, full_table_name
+from acid_core.metastore.txns import StagingRecord, TxnType, full_table_name
 from acid_core.state import get_acid_state
 from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 
@@ -150,6 +151,9 @@ class CompactionWorker:
         table = store.catalog.require_transactional(info.database, info.table)
         where = data_location(table, info.partition)
         fs, location = where.fs, where.path
+        if not fs.renames_atomically:  # results under their final names: the transaction is remembered (not
+            # forgotten by housekeeping, which would make a `_v<txn>` name valid) until they are committed or removed
+            store.txns.register_staging(txn_id, info.database, info.table, info.partition)
         rebalance = info.type is CompactionType.REBALANCE
         if rebalance and table.num_buckets > 0:
             store.compactions.mark_refused(info.id, REBALANCE_BUCKETED_MESSAGE)
@@ -189,7 +193,8 @@ class CompactionWorker:
         for _, temp in plan.outputs:
             fs.write_atomically(fs.join(location, temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
         for final, temp in plan.outputs:
-            fs.rename(fs.join(location, temp), fs.join(location, final))
+            if temp != final:  # built in place on an object store
+                fs.rename(fs.join(location, temp), fs.join(location, final))
         store.compactions.mark_compacted(info.id)
         store.txns.commit(txn_id)
         inserts, deletes = sum(r.inserts for r in results), sum(r.deletes for r in results)
@@ -223,6 +228,8 @@ class CompactionWorker:
                 for entry in where.fs.list_dir(where.path, missing_ok=True):
                     if entry.is_dir and is_output_of_attempt(entry.name, info.id, txn_id):
                         where.fs.delete_dir(entry.path)  # never visible: its transaction is aborted
+                if not where.fs.renames_atomically:
+                    store.txns.forget_staging(StagingRecord(txn_id, info.database, info.table, info.partition))
         except AcidError:
             pass
         try:

@@ -435,6 +435,13 @@ class TxnStore:
 
         return self.db.run("find abandoned staging", read, write=False)
 
+    def write_id_of(self, txn_id: int, database: str, table: str) -> int | None:
+        """The write id transaction `txn_id` holds on `database.table`, None if it holds none (index T2W_TXNID_IDX)."""
+        t2w = s.txn_to_write_id.c
+        return self.db.run(f"read the write id of transaction {txn_id}", lambda conn: conn.execute(
+            sa.select(t2w.T2W_WRITEID).where(t2w.T2W_TXNID == txn_id, t2w.T2W_DATABASE == database,
+                                             t2w.T2W_TABLE == table)).scalar_one_or_none(), write=False)
+
     def forget_staging(self, record: StagingRecord) -> None:
         """Drop one staging record (its directories are gone); idempotent."""
         ts = s.txn_staging.c
