@@ -6,6 +6,12 @@ The database is named either by a whole SQLAlchemy URL in the connection's `host
 way the user name and password come from the connection's `login` and `password` fields, which Airflow masks; a host
 URL that holds a password is refused (Airflow shows the host as it is, in the UI and the REST API). The warehouse
 directory comes from the extra `{"warehouse": "..."}`, else from ACID_WAREHOUSE / ACID_HOME like the CLI.
+
+A warehouse on S3 (or an S3-compatible store) takes its credentials from the Airflow connection named by the extra's
+`aws_conn_id` (the amazon provider's `aws` type: login = access key id, password = secret access key, extra
+`region_name`, `endpoint_url`, `aws_session_token`), else from the usual AWS chain of the process (environment,
+profile, instance or pod role). They reach pyarrow through the task process's environment and spark-submit's, never
+a command line, a URL or a log line.
 """
 
 from __future__ import annotations
@@ -65,10 +71,47 @@ class AcidMetastoreHook(BaseHook):
         warehouse = conn.extra_dejson.get("warehouse")
         return str(warehouse) if warehouse else default_warehouse()
 
+    def object_store_env(self) -> dict[str, str]:
+        """The AWS environment of the connection named by the extra's `aws_conn_id` ({} without one): what pyarrow's
+        S3 filesystem and spark-submit's driver read.
+
+        Raises:
+            MetastoreError: `aws_conn_id` names no usable connection, or one without both keys.
+        """
+        from acid_core.errors import MetastoreError
+
+        conn = self.get_connection(self.acid_metastore_conn_id)
+        aws_conn_id = conn.extra_dejson.get("aws_conn_id")
+        if not aws_conn_id:
+            return {}
+        try:
+            aws = self.get_connection(str(aws_conn_id))
+        except Exception as exc:  # Airflow raises its own not-found error type, which differs between versions
+            raise MetastoreError(f"connection {self.acid_metastore_conn_id!r}: its aws_conn_id {aws_conn_id!r} "
+                                 f"names no connection ({type(exc).__name__})") from None
+        extra = aws.extra_dejson
+        key_id = aws.login or extra.get("aws_access_key_id")
+        secret = aws.password or extra.get("aws_secret_access_key")
+        if bool(key_id) != bool(secret):
+            raise MetastoreError(f"connection {aws_conn_id!r}: give both the access key id (login) and the secret "
+                                 "access key (password), or neither to use the instance's credentials")
+        service = (extra.get("service_config") or {}).get("s3") or {}
+        endpoint = extra.get("endpoint_url") or service.get("endpoint_url") or aws.host
+        values = {"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret,
+                  "AWS_SESSION_TOKEN": extra.get("aws_session_token"),
+                  "AWS_DEFAULT_REGION": extra.get("region_name"), "AWS_REGION": extra.get("region_name"),
+                  "AWS_ENDPOINT_URL_S3": endpoint}
+        return {name: str(value) for name, value in values.items() if value}
+
     def get_metastore(self, **options: Any) -> Metastore:
-        """A new `Metastore` (`options` such as `txn_timeout_ms` go to it); the caller closes it."""
+        """A new `Metastore` (`options` such as `txn_timeout_ms` go to it); the caller closes it. The connection's
+        object-store credentials (`object_store_env`) are put in this process's environment first, where pyarrow and
+        the spark-submit processes this task starts find them."""
+        import os
+
         from acid_core.metastore import Metastore
 
+        os.environ.update(self.object_store_env())
         return Metastore(self.get_url(), warehouse=self.get_warehouse(), **options)
 
     @contextlib.contextmanager

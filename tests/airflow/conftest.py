@@ -29,8 +29,8 @@ os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
 os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
     {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}})
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-for _name in ("ACID_INITIATOR_INTERVAL_SECONDS", "ACID_WORKER_INTERVAL_SECONDS",
-              "ACID_CLEANER_INTERVAL_SECONDS"):  # the DAGs' defaults, as shipped
+for _name in ("ACID_INITIATOR_INTERVAL_SECONDS", "ACID_WORKER_INTERVAL_SECONDS", "ACID_CLEANER_INTERVAL_SECONDS",
+              "ACID_COMPACTION_POOLS"):  # the DAGs' defaults, as shipped (test_compaction_pools.py sets its own)
     os.environ.pop(_name, None)
 if str(ROOT / "plugins") not in sys.path:
     sys.path.insert(0, str(ROOT / "plugins"))
@@ -71,8 +71,22 @@ def acid_connection(airflow_db, metastore_url, warehouse, monkeypatch) -> str:
     and the worker runs' listings (a new metastore has its own history and queue); returns the URL."""
     from airflow.models.variable import Variable
 
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
+                 "AWS_REGION", "AWS_ENDPOINT_URL_S3"):  # tasks put a connection's credentials here: undone after
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.setenv(name, "")
+            monkeypatch.delenv(name)
+    extra = {"warehouse": warehouse}
+    if warehouse.startswith("s3://"):  # the S3 server's credentials, from an `aws` connection as in production
+        extra["aws_conn_id"] = "aws_acid_test"
+        monkeypatch.setenv("AIRFLOW_CONN_AWS_ACID_TEST", json.dumps(
+            {"conn_type": "aws", "login": os.environ["AWS_ACCESS_KEY_ID"],
+             "password": os.environ["AWS_SECRET_ACCESS_KEY"],
+             "extra": {"region_name": os.environ["AWS_DEFAULT_REGION"], "endpoint_url": os.environ["AWS_ENDPOINT_URL"]}}))
     monkeypatch.setenv("AIRFLOW_CONN_ACID_METASTORE", json.dumps(
-        {"conn_type": "generic", "host": metastore_url, "extra": {"warehouse": warehouse}}))
+        {"conn_type": "generic", "host": metastore_url, "extra": extra}))
     Variable.delete("acid_initiator_last_check_ms.acid_metastore")
     Variable.delete("acid_worker_listed.acid_metastore")
     return metastore_url

@@ -1,0 +1,78 @@
+"""A warehouse on S3 takes its credentials from an Airflow connection (the `aws` type, named by the `acid_metastore`
+extra's `aws_conn_id`): they reach the compaction's spark-submit through its environment, never its command line.
+The spark-submit here is a real executable first on PATH that records its arguments and environment and starts
+nothing (so the task fails, as a job that died before its driver ran)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from dag_support import COLUMNS, insert
+
+pytestmark = pytest.mark.airflow
+
+SECRET = "s3cr3t-Access-Key-Value"
+
+
+@pytest.fixture
+def recording_spark_submit(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "submitted.json"
+    script = bin_dir / "spark3-submit"
+    script.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                      f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(record)!r}, 'w'))\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+        {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark3-submit"}}))
+    return record
+
+
+def _point_at_credentials(monkeypatch, metastore_url: str, warehouse: str, aws_conn_id: str) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_ACID_METASTORE", json.dumps(
+        {"conn_type": "generic", "host": metastore_url,
+         "extra": {"warehouse": warehouse, "aws_conn_id": aws_conn_id}}))
+
+
+def test_credentials_of_the_aws_connection_reach_spark_submit_by_environment_only(
+        acid_connection, metastore_url, warehouse, make_ms, dagbag, recording_spark_submit, monkeypatch, caplog):
+    from acid_core.metastore.compactions import CompactionType
+
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_WAREHOUSE", json.dumps(
+        {"conn_type": "aws", "login": "AKIATESTKEYID", "password": SECRET,
+         "extra": {"region_name": "eu-west-3", "endpoint_url": "http://127.0.0.1:9"}}))
+    _point_at_credentials(monkeypatch, metastore_url, warehouse, "aws_warehouse")
+    ms = make_ms(warehouse=warehouse)
+    ms.catalog.create_table("default", "t", COLUMNS, params={"transactional": "true"})
+    insert(ms, "t", None, [(1, "a")])
+    insert(ms, "t", None, [(2, "b")])
+    ms.compactions.enqueue("default", "t", None, CompactionType.MAJOR)
+
+    dagbag.get_dag("acid_worker").test(run_conf={"max_compactions": 100})
+
+    submitted = json.loads(recording_spark_submit.read_text())
+    env = submitted["env"]
+    assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("AKIATESTKEYID", SECRET)
+    assert (env["AWS_DEFAULT_REGION"], env["AWS_ENDPOINT_URL_S3"]) == ("eu-west-3", "http://127.0.0.1:9")
+    assert not [arg for arg in submitted["argv"] if SECRET in arg]
+    assert SECRET not in caplog.text
+
+
+def test_an_unknown_or_half_aws_connection_is_refused_by_name(acid_connection, metastore_url, warehouse,
+                                                               monkeypatch):
+    from acid_core.errors import MetastoreError
+    from acid_plugin.hooks import AcidMetastoreHook
+
+    _point_at_credentials(monkeypatch, metastore_url, warehouse, "aws_missing")
+    with pytest.raises(MetastoreError, match="aws_conn_id 'aws_missing' names no connection"):
+        AcidMetastoreHook().object_store_env()
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_HALF", json.dumps({"conn_type": "aws", "login": "AKIAONLYTHEID"}))
+    _point_at_credentials(monkeypatch, metastore_url, warehouse, "aws_half")
+    with pytest.raises(MetastoreError, match="connection 'aws_half': give both the access key id"):
+        AcidMetastoreHook().object_store_env()
