@@ -1,7 +1,9 @@
 """`acid compact run COMPACTION_ID`: submit one queued compaction through spark-submit, as the Airflow task does.
 
 The queue entry decides, with the same core rules as the Airflow operator (`acid_core.compaction.attempt`), whether
-to start spark-submit at all and what the run did; the driver's own report only adds detail to the message.
+to start spark-submit at all and what the run did; the driver's own report only adds detail to the message. The driver
+runs here (client mode) on this interpreter; on a cluster master the executors get the code and a Python environment
+from `acid_core.shipping`, as `ACID_EXECUTOR_ENV` and its sibling variables choose, never this interpreter's path.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
     from acid_core.compaction.attempt import Result, after_run, before_run
     from acid_core.compaction.job_conf import compaction_spark_conf
     from acid_core.metastore import Metastore
+    from acid_core.shipping import combine_conf, executor_conf, options_from_env
 
     store = Metastore(metastore, pool_size=1)
     try:
@@ -57,10 +60,14 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
             table = store.catalog.get_table(before.entry.database, before.entry.table)
             database = store.catalog.get_database(before.entry.database)
             job_conf = compaction_spark_conf(table.params, before.entry.properties, database_params=database.params)
+            master = master or os.environ.get("ACID_SPARK_MASTER") or "local[*]"
+            shipped = executor_conf(master, options_from_env())  # {} on local masters: this interpreter, as before
         except AcidError as exc:
             print(f"acid compact: error: compaction {compaction_id}: {exc}", file=sys.stderr)
             return 1
-        reported, launch_error = _submit(compaction_id, metastore=metastore, master=master, spark_conf=job_conf)
+        reported, launch_error = _submit(compaction_id, metastore=metastore, master=master,
+                                         spark_conf=combine_conf(job_conf, shipped),
+                                         executor_python=shipped.get("spark.pyspark.python"))
         after = after_run(store, compaction_id, worker_id=(reported or {}).get("worker_id"), launch_error=launch_error)
         detail = reported["message"] if reported is not None and bool(reported.get("ok")) == after.ok else None
         return _finish(after, compaction_id, detail)
@@ -68,14 +75,17 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
         store.close()
 
 
-def _submit(compaction_id: int, *, metastore: str | None, master: str | None,
-            spark_conf: dict[str, str]) -> tuple[dict | None, str | None]:
+def _submit(compaction_id: int, *, metastore: str | None, master: str, spark_conf: dict[str, str],
+            executor_python: str | None = None) -> tuple[dict | None, str | None]:
     """spark-submit the job to the end: (the driver's report, None when it wrote none; what went wrong launching or
-    running it, None when spark-submit exited 0)."""
+    running it, None when spark-submit exited 0). `executor_python` (a cluster's executors' Python) replaces any
+    PYSPARK_PYTHON of this environment, which spark-submit would otherwise give the executors."""
     environment = dict(os.environ)
+    if executor_python is not None:
+        environment["PYSPARK_PYTHON"] = executor_python
+        environment["PYSPARK_DRIVER_PYTHON"] = sys.executable
     environment.setdefault("PYSPARK_PYTHON", sys.executable)
     environment.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = master or environment.get("ACID_SPARK_MASTER") or "local[*]"
     environment.pop("ACID_SPARK_MASTER", None)  # spark-submit's --master decides; the job must not override it
     with tempfile.TemporaryDirectory(prefix="acid-compact-") as scratch:
         result_file = os.path.join(scratch, "result.json")

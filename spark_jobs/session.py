@@ -1,17 +1,19 @@
 """The one place that builds a SparkSession for this project's jobs and tests.
 
 Defaults: no web UI, shuffle tasks sized by their data (adaptive execution), Arrow for Python data exchange, the
-Python workers' memory capped (2g), a UTC session time zone and WARN logging. The executors' Python must import `acid_core` and `spark_jobs`: with a local
-master they run this interpreter (`sys.executable` unless PYSPARK_PYTHON names another; `make install` put the
-packages there with `pip install -e .`), with this repository on their PYTHONPATH as well; on a cluster (Spark
-standalone, YARN, Kubernetes) the workers' Python needs the packages installed, as docker/Dockerfile does, or
-shipped with `spark.submit.pyFiles`.
+Python workers' memory capped (2g), a UTC session time zone and WARN logging. The master is the argument, else
+`ACID_SPARK_MASTER`, else `local[*]`. With a local master the executors run this interpreter (`sys.executable` unless
+PYSPARK_PYTHON names another) with this repository on their PYTHONPATH. With a cluster master (Spark standalone,
+YARN, Kubernetes) the driver is this process and the executors get what they need from `acid_core.shipping`, as
+`ACID_EXECUTOR_ENV` and its sibling variables choose: by default the code of `acid_core` and `spark_jobs` as a zip
+and a packed Python environment (built once, cached), so their nodes need nothing but Spark and a plain Python of
+this version; or a prebuilt archive, a Python installed on the nodes, a Kubernetes image. Under spark-submit
+(`spark_jobs/compact.py`), spark-submit's own settings, which the caller made the same way, are used as they are.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -22,6 +24,7 @@ from pyspark.sql import SparkSession
 from acid_core.compaction.job_conf import DEFAULT_PYSPARK_MEMORY
 from acid_core.errors import AcidError
 from acid_core.metastore.properties import PYSPARK_MEMORY_CONF
+from acid_core.shipping import combine_conf, executor_conf, is_local_master, options_from_env
 
 MASTER_ENV = "ACID_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
@@ -49,7 +52,18 @@ DEFAULT_CONF: Mapping[str, str] = {
     # stream a stripe or a batch at a time, so a partition of any size fits; a job may ask for more (conf=...).
     PYSPARK_MEMORY_CONF: DEFAULT_PYSPARK_MEMORY,
 }
-_LOCAL_MASTER = re.compile(r"local(\[.*\]|-cluster\[.*\])?")
+
+
+# The driver's S3 settings, handed to executors as spark.executorEnv.* in this process (never on a command line; Spark's
+# UI redacts the secret key and the token by its default spark.redaction.regex). Executors without them use the AWS
+# chain of their nodes (instance or pod role).
+OBJECT_STORE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+                    "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+
+
+def object_store_conf() -> dict[str, str]:
+    """`spark.executorEnv.<name>` for each of OBJECT_STORE_ENV set in this process's environment."""
+    return {f"spark.executorEnv.{name}": os.environ[name] for name in OBJECT_STORE_ENV if os.environ.get(name)}
 
 
 class SparkSetupError(AcidError):
@@ -61,15 +75,18 @@ def resolve_master(master: str | None = None) -> str:
     return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
 
 
-def session_conf(master: str, conf: Mapping[str, object] | None = None) -> dict[str, str]:
+def session_conf(master: str, conf: Mapping[str, object] | None = None, *,
+                 shipped: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every setting `build_session` applies: the defaults, then (local masters only) this repository on the Python
-    workers' PYTHONPATH, then `conf`, which wins (e.g. `{"spark.ui.enabled": "true"}` to get the UI back)."""
+    workers' PYTHONPATH, then `conf`, which wins (e.g. `{"spark.ui.enabled": "true"}` to get the UI back), then
+    `shipped` (`acid_core.shipping.executor_conf` of a cluster master: code zip and archives joined to any in `conf`,
+    the executors' Python)."""
     settings = dict(DEFAULT_CONF)
-    if _LOCAL_MASTER.fullmatch(master):  # Spark adds its own entries and the driver's $PYTHONPATH to this
+    if is_local_master(master):  # Spark adds its own entries and the driver's $PYTHONPATH to this
         settings["spark.executorEnv.PYTHONPATH"] = REPOSITORY_ROOT
     settings.update({str(key): str(value).lower() if isinstance(value, bool) else str(value)
                      for key, value in (conf or {}).items()})
-    return settings
+    return combine_conf(settings, shipped or {})
 
 
 def build_session(app_name: str, *, master: str | None = None,
@@ -81,24 +98,31 @@ def build_session(app_name: str, *, master: str | None = None,
     Raises:
         SparkSetupError: pyspark's Python files and its JVM jars are different Spark versions (another package, such
             as pyspark-client, overwrote pyspark's Python files), which breaks every Python function run on Spark.
+        ShippingError: a cluster master, and the `ACID_EXECUTOR_*` settings are wrong or the executors' code or
+            environment cannot be built.
     """
     if master is None and not os.environ.get(MASTER_ENV) and os.environ.get("PYSPARK_GATEWAY_PORT"):
         # Launched by spark-submit: its --master (and --conf) already configured the JVM; do not override them.
         builder = SparkSession.builder.appName(app_name)
-        for key, value in (conf or {}).items():
+        for key, value in {**object_store_conf(), **(conf or {})}.items():
             builder = builder.config(str(key), str(value))
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("WARN")
         check_pyspark_versions(session)
         return session
     resolved = resolve_master(master)
-    if _LOCAL_MASTER.fullmatch(resolved):
+    shipped = executor_conf(resolved, options_from_env())  # {} for local masters
+    if not shipped:
         # pyspark starts local Python workers with $PYSPARK_PYTHON, else `python3` from PATH: make it this interpreter.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name).master(resolved)
-    for key, value in session_conf(resolved, conf).items():
+    for key, value in session_conf(resolved, {**object_store_conf(), **(conf or {})}, shipped=shipped).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    if shipped:
+        # spark-submit hands spark.pyspark.python to its driver as PYSPARK_PYTHON, which pyspark reads once into
+        # pythonExec, the executors' interpreter of every Python function; this process is the driver itself.
+        session.sparkContext.pythonExec = shipped["spark.pyspark.python"]
     session.sparkContext.setLogLevel("WARN")
     check_pyspark_versions(session)
     return session

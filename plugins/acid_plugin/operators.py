@@ -6,7 +6,9 @@ in the compaction queue. What the entry's state means before and after the run i
 to Airflow: compacted, refused or already compacted succeed, held by another worker is skipped, a killed driver is a
 retryable failure, anything else fails the task with the queue's error message. The metastore URL reaches the driver
 through its environment (never on the command line, which spark-submit and Airflow log), so client deploy mode is
-assumed: the driver runs where the task runs, like Hive's worker thread.
+required: the driver runs where the task runs, like Hive's worker thread, on this interpreter. On a cluster master
+the executors get the code and a Python environment from `acid_core.shipping`, as the connection's `acid-*` extra
+keys choose; this worker's interpreter path never reaches them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 import socket
 import sys
+import time
 from typing import Any, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -56,6 +59,7 @@ class AcidCompactionOperator(SparkSubmitOperator):
         from acid_core.compaction.attempt import Result, after_run, before_run, describe
         from acid_core.compaction.job_conf import compaction_spark_conf
         from acid_core.errors import AcidError
+        from acid_core.shipping import combine_conf
         from acid_plugin.hooks import AcidMetastoreHook
 
         compaction_id = int(self.compaction_id)
@@ -82,7 +86,8 @@ class AcidCompactionOperator(SparkSubmitOperator):
                                              database_params=database.params)
         except AcidError as exc:
             raise AirflowFailException(f"compaction {compaction_id}: {exc}") from None
-        self.conf = {**(self.conf or {}), **job_conf}
+        shipped = self._executor_conf(compaction_id)  # {} on local masters: this interpreter, as before
+        self.conf = combine_conf({**(self.conf or {}), **job_conf}, shipped)
         self.name = f"acid-compaction-{compaction_id}"
         self.application = self.application or compact_job_path()
         self.application_args = ["--compaction-id", str(compaction_id), "--worker-id", worker_id]
@@ -90,13 +95,15 @@ class AcidCompactionOperator(SparkSubmitOperator):
         self.env_vars = {
             "ACID_METASTORE_URL": metastore_hook.get_url(),
             "ACID_WAREHOUSE": metastore_hook.get_warehouse(),
-            "PYSPARK_PYTHON": sys.executable,
+            # spark-submit gives the executors PYSPARK_PYTHON (spark.pyspark.python wins over it): on a cluster, the
+            # shipped Python, which replaces any PYSPARK_PYTHON of this worker's own environment
+            "PYSPARK_PYTHON": shipped.get("spark.pyspark.python", sys.executable),
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "PATH": os.pathsep.join([python_bin, os.environ.get("PATH", "")]),
             **(self.env_vars or {}),
         }
         self.log.info("%s as worker %s (%s)", before.message, worker_id,
-                      ", ".join(f"{key}={value}" for key, value in sorted(job_conf.items())))
+                      ", ".join(f"{key}={value}" for key, value in sorted({**job_conf, **shipped}.items())))
         submit_error: AirflowException | OSError | None = None
         try:
             super().execute(context)
@@ -113,6 +120,33 @@ class AcidCompactionOperator(SparkSubmitOperator):
             raise _airflow_error(after)
         self.log.info("%s", after.message)
         return _summary(after.entry, after.message)
+
+    def _executor_conf(self, compaction_id: int) -> dict[str, str]:
+        """`acid_core.shipping.executor_conf` for the `conn_id` connection's master and `acid-*` extra keys.
+
+        Raises:
+            AirflowFailException: a bad `acid-*` extra, cluster deploy mode, or the executors' code or environment
+                cannot be built (the message names the key or the cause).
+        """
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        from acid_core.shipping import ShippingError, executor_conf, options_from_extra
+
+        connection = self._get_hook()._connection  # the master and deploy mode the submission will use
+        master, deploy_mode = connection["master"], connection["deploy_mode"]
+        try:
+            options = options_from_extra(SparkSubmitHook.get_connection(self._conn_id).extra_dejson)
+            if deploy_mode == "cluster":
+                raise ShippingError(f"deploy-mode 'cluster' of connection {self._conn_id!r} is not supported: the "
+                                    "driver runs Hive's worker protocol in this task (client mode)")
+            started = time.monotonic()
+            shipped = executor_conf(master, options)
+        except ShippingError as exc:
+            raise AirflowFailException(f"compaction {compaction_id}: connection {self._conn_id!r}: {exc}") from None
+        if shipped:
+            self.log.info("executors on %s get the shipped code and Python %s (ready in %.1f s)", master,
+                          shipped["spark.pyspark.python"], time.monotonic() - started)
+        return shipped
 
     def _close_submit_pipe(self) -> None:
         """The provider's hook reads spark-submit's output to the end but leaves the pipe open."""

@@ -23,7 +23,9 @@ def recording_spark_submit(tmp_path, monkeypatch):
     bin_dir.mkdir()
     record = tmp_path / "argv.json"
     script = bin_dir / "spark3-submit"
-    script.write_text(f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n")
+    script.write_text(f"#!{sys.executable}\nimport json, os, sys\njson.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n"
+                      f"json.dump({{k: v for k, v in os.environ.items() if k.startswith('PYSPARK')}}, "
+                      f"open({str(record.with_suffix('.env.json'))!r}, 'w'))\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
@@ -55,3 +57,48 @@ def test_compactor_spark_properties_reach_the_spark_submit_command(acid_connecti
     assert confs["spark.executor.pyspark.memory"] == "2g"
     assert not any("secret" in arg or "://" in arg for arg in argv if "metastore" in arg.lower())
     assert run.state == "failed" and "failed" in task_states(run).values()  # nothing ran the compaction: said so
+
+
+def test_a_cluster_master_ships_the_code_and_names_the_executors_python_never_this_one(
+        acid_connection, make_ms, dagbag, recording_spark_submit, monkeypatch, tmp_path):
+    """spark_default naming a standalone master and a prebuilt environment: the command ships the code zip and that
+    archive, and neither its settings nor spark-submit's environment give executors this worker's interpreter."""
+    from acid_core.metastore.compactions import CompactionType
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1:9",
+        "extra": {"spark-binary": "spark3-submit", "acid-executor-env": "hdfs:///envs/acid.tar.gz"}}))
+    monkeypatch.setenv("ACID_SHIP_DIR", str(tmp_path / "ship"))
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # this worker's own setting must not reach executors
+    ms = make_ms()
+    ms.catalog.create_table("default", "sales", COLUMNS, params={"transactional": "true"})
+    insert(ms, "sales", None, [(1, "a")])
+    ms.compactions.enqueue("default", "sales", None, CompactionType.MAJOR)
+
+    dagbag.get_dag("acid_worker").test(run_conf={"max_compactions": 100})
+
+    argv = json.loads(recording_spark_submit.read_text())
+    confs = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
+    assert confs["spark.archives"] == "hdfs:///envs/acid.tar.gz#acid_env"
+    assert confs["spark.pyspark.python"] == "./acid_env/bin/python"
+    assert confs["spark.pyspark.driver.python"] == sys.executable
+    assert confs["spark.submit.pyFiles"].startswith(str(tmp_path / "ship" / "acid-code-"))
+    environment = json.loads(recording_spark_submit.with_suffix(".env.json").read_text())
+    assert environment["PYSPARK_PYTHON"] == "./acid_env/bin/python"
+    assert not [value for key, value in confs.items() if sys.executable in value and key != "spark.pyspark.driver.python"]
+
+
+def test_a_bad_executor_setting_fails_the_task_before_spark_submit(acid_connection, make_ms, dagbag,
+                                                                   recording_spark_submit, monkeypatch):
+    from acid_core.metastore.compactions import CompactionState, CompactionType
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn",
+        "extra": {"spark-binary": "spark3-submit", "acid-executor-env": "sometimes"}}))
+    ms = make_ms()
+    ms.catalog.create_table("default", "sales", COLUMNS, params={"transactional": "true"})
+    insert(ms, "sales", None, [(1, "a")])
+    queued = ms.compactions.enqueue("default", "sales", None, CompactionType.MAJOR)
+
+    run = dagbag.get_dag("acid_worker").test(run_conf={"max_compactions": 100})
+
+    assert run.state == "failed" and not recording_spark_submit.exists()
+    assert ms.compactions.get(queued.compaction_id).state is CompactionState.INITIATED  # nothing claimed it
