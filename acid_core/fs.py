@@ -38,6 +38,7 @@ class FileEntry:
 
 
 ATOMIC_RENAME_FILESYSTEMS = frozenset({"local", "hdfs"})  # pyarrow type names; the rest are object stores
+SMALL_OBJECT_BYTES = 1 << 20  # an object store's files up to this size are read in one request (`open_input`)
 MAX_IO_THREADS = 16  # calls in flight at once on a remote filesystem (listings, footers)
 _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")
@@ -224,8 +225,15 @@ class FileSystem:
         return info.size
 
     def open_input(self, path: str) -> pa.NativeFile:
+        """A random-access file. On an object store a small file (`SMALL_OBJECT_BYTES` or less: the typical delta)
+        is read whole, in one GET, into memory: an ORC reader reads the tail, the footer and every stream of a
+        stripe separately, each a request of its own on an object store."""
         try:
-            return self._fs.open_input_file(path)
+            opened = self._fs.open_input_file(path)
+            if self.renames_atomically or opened.size() > SMALL_OBJECT_BYTES:
+                return opened
+            with opened:
+                return pa.BufferReader(opened.read())
         except OSError as exc:
             raise _wrap("open", path, exc) from exc
 

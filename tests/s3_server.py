@@ -80,7 +80,9 @@ class CountingApp:
         kind = operation(method, path, environ.get("QUERY_STRING", ""), headers)
         with self.lock:
             self.counts[kind] += 1
-            self.counts["bytes uploaded"] += int(environ.get("CONTENT_LENGTH") or 0) if method in ("PUT", "POST") else 0
+            if method in ("PUT", "POST"):  # the AWS SDK streams chunked bodies and says their size in a header
+                length = environ.get("HTTP_X_AMZ_DECODED_CONTENT_LENGTH") or environ.get("CONTENT_LENGTH") or 0
+                self.counts["bytes uploaded"] += int(length)
         return self.app(environ, start_response)
 
 

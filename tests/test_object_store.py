@@ -191,3 +191,24 @@ def test_acid_read_and_inspect_on_s3(s3_ms):
     assert read.returncode == 0, read.stderr
     assert [json.loads(line) for line in read.stdout.splitlines()] == [{"id": 1, "name": "one"},
                                                                        {"id": 2, "name": "two"}]
+
+
+def test_acid_sql_on_an_s3_warehouse(s3_ms):
+    import io
+
+    from acid_cli.sql import run_script
+
+    out = io.StringIO()
+    status = run_script("""
+        CREATE TABLE sales (id INT, amount DECIMAL(10,2)) PARTITIONED BY (ds STRING)
+            STORED AS ORC TBLPROPERTIES ('transactional'='true');
+        INSERT INTO sales PARTITION (ds='a') VALUES (1, 1.50), (2, 2.50), (3, 3.50);
+        UPDATE sales SET amount = 20 WHERE id = 2;
+        DELETE FROM sales WHERE id = 3;
+        DROP TABLE IF EXISTS nothing_here;
+    """, metastore=s3_ms, output_format="jsonl", out=out)
+    assert status == 0, out.getvalue()
+    info = s3_ms.catalog.get_table("default", "sales")
+    assert info.location.startswith("s3://")
+    assert [(i, float(a)) for i, a in rows_of(s3_ms, "sales", "ds=a")] == [(1, 1.5), (2, 20.0)]
+    assert not [name for name in listing(f"{info.location}/ds=a") if name.startswith(".")]
