@@ -87,6 +87,11 @@ def _submit(compaction_id: int, *, metastore: str | None, master: str, spark_con
     environment.setdefault("PYSPARK_PYTHON", sys.executable)
     environment.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     environment.pop("ACID_SPARK_MASTER", None)  # spark-submit's --master decides; the job must not override it
+    if metastore:  # through the environment, its password apart: never on spark-submit's command line
+        from acid_core.metastore.engine import driver_environment
+
+        environment.update(driver_environment(metastore))
+        metastore = None
     with tempfile.TemporaryDirectory(prefix="acid-compact-") as scratch:
         result_file = os.path.join(scratch, "result.json")
         try:

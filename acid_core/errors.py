@@ -68,6 +68,10 @@ class UsageError(AcidError):
     """A command-line invocation is malformed."""
 
 
+class InvalidPoolNameError(UsageError, ValueError):
+    """A compaction pool name is empty, over 128 characters, or has characters other than letters, digits, _ - and ."""
+
+
 class MetastoreError(AcidError):
     """A metastore operation failed; the database transaction was rolled back."""
 

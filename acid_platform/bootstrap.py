@@ -1,5 +1,6 @@
 """The idempotent set-up of `make run`: airflow.cfg, Airflow's metadata DB, the connections `acid_metastore` and
-`spark_default`, the pool `acid_compaction` and the demo tables. It imports Airflow, so it runs in a process of its own
+`spark_default`, the pool `acid_compaction` (and `acid_compaction_<name>` for each compaction pool of
+ACID_COMPACTION_POOLS) and the demo tables. It imports Airflow, so it runs in a process of its own
 (`python -m acid_platform --setup-only`) that has the platform's environment before Airflow reads its
 configuration."""
 
@@ -66,7 +67,6 @@ def set_up(settings: Settings) -> dict:
     from airflow.utils.session import create_session
 
     db.upgradedb()  # `airflow db migrate`: creates a new DB from the ORM, upgrades an old one
-    description = f"hive.compactor.worker.threads: at most {settings.worker_threads} compaction(s) at once"
     with create_session() as session:
         url, login, password = split_credentials(settings.metastore_url)
         _upsert_connection(session, METASTORE_CONN_ID, conn_type="generic", host=url, login=login, password=password,
@@ -76,8 +76,11 @@ def set_up(settings: Settings) -> dict:
         _upsert_connection(session, SPARK_CONN_ID, conn_type="spark", host=SPARK_MASTER,
                            extra={"deploy-mode": "client", "spark-binary": "spark-submit"},
                            description="Spark in local mode for the compaction jobs, made by make run")
-        Pool.create_or_update_pool(POOL, slots=settings.worker_threads, description=description,
-                                   include_deferred=False, session=session)
+        for name, slots in settings.airflow_pools.items():
+            label = name[len(POOL) + 1:]  # a labelled compaction pool's name, "" for the default pool
+            threads = f"hive.compactor.worker.{label}.threads" if label else "hive.compactor.worker.threads"
+            Pool.create_or_update_pool(name, slots=slots, description=f"{threads}: at most {slots} compaction(s) "
+                                       "at once", include_deferred=False, session=session)
 
     from acid_platform.demo import create_demo_tables
     from acid_core.metastore import Metastore
@@ -95,6 +98,7 @@ def set_up(settings: Settings) -> dict:
         "warehouse": settings.warehouse,
         "connections": [METASTORE_CONN_ID, SPARK_CONN_ID],
         "pool": {"name": POOL, "slots": settings.worker_threads},
+        "pools": settings.airflow_pools,
         "tables": tables,
         "passwords_file": SimpleAuthManager.get_generated_password_file(),
         "users": [user.username for user in SimpleAuthManager.get_users()],

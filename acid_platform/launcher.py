@@ -36,7 +36,7 @@ from pathlib import Path
 
 from acid_platform.bootstrap import set_up
 from acid_platform.processes import Child, rotate_log, start_child, stop_children, tail
-from acid_platform.settings import (POOL, SPARK_MASTER, Settings, check_java, check_port, load_settings,
+from acid_platform.settings import (SPARK_MASTER, Settings, check_java, check_port, load_settings,
                                         platform_environment, prepare_home)
 from acid_core.compaction.codes import CompactionState
 from acid_core.errors import AcidError, UsageError, exit_status
@@ -207,7 +207,8 @@ class Launcher:
             rotate_log(settings.logs / name)
         try:
             self.say("Setting up: Airflow DB (db migrate), connections acid_metastore and spark_default, "
-                     f"pool {POOL} ({settings.worker_threads} slot(s)), demo tables ...")
+                     "pools " + ", ".join(f"{name} ({slots} slot(s))" for name, slots in settings.airflow_pools.items())
+                     + ", demo tables ...")
             setup = self._run_setup()
             self.say(f"  done; tables {', '.join(setup['tables'])}")
             self._watch_compactions()

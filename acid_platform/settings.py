@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from acid_core.compaction.pools import POOLS_VARIABLE, PoolSetting, parse_pools
 from acid_core.errors import AcidError, UsageError
 from acid_core.metastore import default_url, default_warehouse
+from acid_core.metastore.engine import ENV_PASSWORD, ENV_URL, split_credentials, with_credentials
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PORT = 8080
@@ -21,7 +23,7 @@ DEFAULT_HOST = "127.0.0.1"  # the generated login is a plaintext file: listen on
 METASTORE_CONN_ID = "acid_metastore"
 SPARK_CONN_ID = "spark_default"
 SPARK_MASTER = "local[2]"
-POOL = "acid_compaction"
+POOL = "acid_compaction"  # the default compaction pool's Airflow pool; a labelled pool <name> has POOL_<name>
 DEMO_INTERVALS = {"ACID_INITIATOR_INTERVAL_SECONDS": "60", "ACID_WORKER_INTERVAL_SECONDS": "60",
                   "ACID_CLEANER_INTERVAL_SECONDS": "60"}
 # Environment connections win over the ones stored in Airflow's DB: drop these so the DAGs use what set-up stored.
@@ -38,7 +40,15 @@ class Settings:
     port: int
     host: str
     worker_threads: int
+    compaction_pools: tuple[PoolSetting, ...] = ()  # ACID_COMPACTION_POOLS: labelled pools and their slots
     repo: Path = ROOT
+
+    @property
+    def airflow_pools(self) -> dict[str, int]:
+        """Each Airflow pool the worker DAGs use and its slots: `acid_compaction` with the worker threads, and
+        `acid_compaction_<name>` for each labelled pool, with its own slots or, if none are given, the same."""
+        return {POOL: self.worker_threads, **{f"{POOL}_{pool.name}": pool.slots or self.worker_threads
+                                              for pool in self.compaction_pools}}
 
     @property
     def airflow_home(self) -> Path:
@@ -90,7 +100,8 @@ def _whole_number(environ: Mapping[str, str], name: str, default: int, *, low: i
 
 
 def load_settings(environ: Mapping[str, str] | None = None, *, repo: Path = ROOT) -> Settings:
-    """The settings from ACID_HOME, AIRFLOW__API__PORT / AIRFLOW__API__HOST and ACID_WORKER_THREADS.
+    """The settings from ACID_HOME, AIRFLOW__API__PORT / AIRFLOW__API__HOST, ACID_WORKER_THREADS and
+    ACID_COMPACTION_POOLS.
 
     Raises:
         UsageError: a value that is not usable (the message names the variable and the value).
@@ -100,15 +111,19 @@ def load_settings(environ: Mapping[str, str] | None = None, *, repo: Path = ROOT
     acid_home = Path(home_text).expanduser().resolve() if home_text else repo / ".acid-home"
     port = _whole_number(environ, "AIRFLOW__API__PORT", DEFAULT_PORT, low=1, high=65535)
     threads = _whole_number(environ, "ACID_WORKER_THREADS", 1, low=1, high=1024)
+    pools = parse_pools(environ.get(POOLS_VARIABLE))
     host = environ.get("AIRFLOW__API__HOST", "").strip() or DEFAULT_HOST
     for name in DEMO_INTERVALS:
         if environ.get(name, "").strip():
             _whole_number(environ, name, 300, low=1, high=10**9)
-    with _environment({"ACID_METASTORE_URL": environ.get("ACID_METASTORE_URL"),
+    with _environment({ENV_URL: environ.get(ENV_URL), ENV_PASSWORD: environ.get(ENV_PASSWORD),
                        "ACID_WAREHOUSE": environ.get("ACID_WAREHOUSE")}):
-        url, warehouse = default_url(str(acid_home)), default_warehouse(str(acid_home))
+        try:
+            url, warehouse = default_url(str(acid_home)), default_warehouse(str(acid_home))
+        except AcidError as exc:
+            raise UsageError(str(exc)) from None
     return Settings(acid_home=acid_home, metastore_url=url, warehouse=warehouse, port=port, host=host,
-                    worker_threads=threads, repo=repo)
+                    worker_threads=threads, compaction_pools=pools, repo=repo)
 
 
 @contextlib.contextmanager
@@ -139,10 +154,15 @@ def platform_environment(settings: Settings, base: Mapping[str, str] | None = No
                if name not in SHADOWING_VARIABLES}
     bin_dir = str(Path(sys.executable).parent)  # the venv's bin: airflow, spark-submit, acid (not resolved: a symlink)
     path = [bin_dir] + [entry for entry in environ.get("PATH", os.defpath).split(os.pathsep) if entry != bin_dir]
+    # the metastore's password, if any, in a variable of its own: never inside a URL (which logs and `ps` show)
+    bare, login, password = split_credentials(settings.metastore_url)
+    environ.pop(ENV_PASSWORD, None)
+    if password:
+        environ[ENV_PASSWORD] = password
     environ.update({
         "ACID_HOME": str(settings.acid_home),
         "ACID_WAREHOUSE": settings.warehouse,
-        "ACID_METASTORE_URL": settings.metastore_url,
+        ENV_URL: with_credentials(bare, login, None),
         "AIRFLOW_HOME": str(settings.airflow_home),
         "AIRFLOW_CONFIG": str(settings.airflow_home / "airflow.cfg"),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{settings.airflow_home / 'airflow.db'}",
@@ -162,7 +182,7 @@ def platform_environment(settings: Settings, base: Mapping[str, str] | None = No
         # Task processes reach the API server here; Airflow's default assumes port 8080.
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{settings.api_url}/execution/",
         # The LocalExecutor forks `parallelism` workers up front (default 32): a few are plenty for these DAGs.
-        "AIRFLOW__CORE__PARALLELISM": str(settings.worker_threads + 4),
+        "AIRFLOW__CORE__PARALLELISM": str(sum(settings.airflow_pools.values()) + 4),
         **DEMO_INTERVALS,
     }
     for name, value in defaults.items():

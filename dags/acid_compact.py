@@ -9,7 +9,7 @@ from __future__ import annotations
 from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
 from acid_plugin.assets import COMPACTED
 from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
-from acid_plugin.params import PARTITION, table_params
+from acid_plugin.params import PARTITION, POOL_NAME, table_params
 from airflow.sdk import Param, dag, task
 
 DOC_MD = """
@@ -19,7 +19,8 @@ Queues a compaction (`ALTER TABLE ... [PARTITION (...)] COMPACT 'major'|'minor'|
 BUCKETS]`) of one full ACID table of the
 `acid_metastore` connection, then, when `wait` is true, runs it as a spark-submit job (`spark_jobs/compact.py`
 through the `spark_default` connection, in the `acid_compaction` pool) exactly as `acid_worker` would.
-With `wait` false the `acid_worker` DAG runs it at its next run (within `ACID_WORKER_INTERVAL_SECONDS`).
+With `wait` false the worker DAG of its pool (`acid_worker`, or `acid_worker_<pool>`) runs it at its next run
+(within `ACID_WORKER_INTERVAL_SECONDS`).
 
 - `partition` is a partition name such as `ds=2026-01-01/hr=3`; it is required for a partitioned table (and must
   exist in the catalog), refused for an unpartitioned one.
@@ -30,6 +31,9 @@ With `wait` false the `acid_worker` DAG runs it at its next run (within `ACID_WO
 - `pyspark_memory` caps the Spark job's Python workers for this run (`spark.executor.pyspark.memory`, queued as
   the request's `compactor.spark.executor.pyspark.memory`, as `WITH OVERWRITE TBLPROPERTIES` does); without it the
   table property of that name applies, else 2g. A compaction streams its bucket, so the cap need not grow with it.
+- `pool` queues it in that compaction pool (Hive 4's `POOL 'name'`); empty: the table's `hive.compactor.worker.pool`,
+  else its database's, else `default`. With `wait` false the pool's worker DAG runs it (`acid_worker_<pool>` for a
+  pool of ACID_COMPACTION_POOLS, else `acid_worker`); with `wait` this run does, in the `acid_compaction` pool.
 - When a compaction of the same partition is already queued, its id is used and reported.
 - Unknown tables, tables that are not full ACID and malformed or unknown partitions fail `enqueue`, which names
   the problem; nothing is queued.
@@ -56,6 +60,9 @@ With `wait` false the `acid_worker` DAG runs it at its next run (within `ACID_WO
                                 description="The Spark job's Python worker memory cap (spark.executor.pyspark.memory"
                                             ", e.g. 3g) for this run; empty: the table's "
                                             "compactor.spark.executor.pyspark.memory, else 2g."),
+        "pool": Param(None, type=["null", "string"], pattern=POOL_NAME,
+                      description="Compaction pool (POOL 'name'); empty: the table's or database's "
+                                  "hive.compactor.worker.pool, else default."),
         "wait": Param(True, type="boolean", description="Run the compaction on Spark in this DAG run."),
     },
 )
@@ -104,6 +111,7 @@ def acid_compact():
             try:
                 result = metastore.compactions.enqueue(
                     info.database, info.name, name, compaction_type, number_of_buckets=buckets,
+                    pool=params.get("pool") or None,
                     properties={PYSPARK_MEMORY_PROPERTY: memory} if memory else None)
             except AcidError as exc:
                 raise ValueError(f"acid_compact: {exc}") from None
@@ -117,7 +125,7 @@ def acid_compact():
 
         if not params["wait"]:
             logging.getLogger("airflow.task").info(
-                "acid_compact: compaction %d queued; acid_worker runs it at its next run", compaction_id)
+                "acid_compact: compaction %d queued; the worker DAG of its pool runs it at its next run", compaction_id)
         return bool(params["wait"])
 
     compaction_id = enqueue()

@@ -101,9 +101,10 @@ def acid_initiator():
         for decision in cycle.decisions:
             kind = decision.compaction_type.display if decision.compaction_type else None
             verb = "would queue" if dry_run else "queued"
-            what = f"{verb} {kind}" if kind else "skipped"
+            what = f"{verb} {kind} in pool {decision.pool or 'default'}" if kind else "skipped"
             log.info("initiator: %s: %s (%s)", decision.candidate.full_partition_name, what, decision.reason)
             report.append({"partition": decision.candidate.full_partition_name, "type": kind,
+                           "pool": (decision.pool or "default") if kind else None,
                            "reason": decision.reason, "compaction_id": decision.compaction_id})
         ti.xcom_push(key="decisions", value=report)
         if not cycle.complete:

@@ -134,11 +134,13 @@ def test_docker_compose_names_only_things_that_exist():
 
 def test_only_fs_module_touches_the_filesystem():
     """All table-data file access in acid_core goes through acid_core/fs.py (pyarrow.fs), so HDFS and S3 work like
-    local paths. The metastore package is a database client: it reads its own schema files and places the SQLite file."""
+    local paths. The metastore package is a database client: it reads its own schema files and places the SQLite file.
+    shipping.py builds the Spark executors' code zip and Python environment on the submitting machine's own disk (a
+    build directory, venv and pip), never table data."""
     direct = {"os", "pathlib", "shutil", "glob", "tempfile", "io"}
     offenders = {}
     for path, names in _imported_modules("acid_core").items():
-        if path.endswith("/fs.py") or "/metastore/" in path:
+        if path.endswith(("/fs.py", "/shipping.py")) or "/metastore/" in path:
             continue
         calls_open = any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"
                          for node in ast.walk(ast.parse((ROOT / path).read_text())))
@@ -151,3 +153,36 @@ def test_compose_keeps_the_metastore_password_out_of_the_connection_host():
     compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
     connection = json.loads(compose["x-airflow"]["environment"]["AIRFLOW_CONN_ACID_METASTORE"])
     assert "@" not in connection["host"] and connection["login"] and connection["password"]
+
+
+def _strings(value, where: str):
+    """Every string in a parsed YAML document, with where it is; JSON inside a string (an Airflow connection) too."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{where}[{index}]")
+    elif isinstance(value, str):
+        yield where, value
+        try:
+            inner = json.loads(value)
+        except ValueError:
+            return
+        if isinstance(inner, (dict, list)):
+            yield from _strings(inner, f"{where}(json)")
+
+
+def test_compose_puts_no_password_inside_a_url():
+    """A URL is shown by logs, Airflow's UI and `ps`: passwords reach the processes only through a connection's
+    password field or a variable of their own (PGPASSWORD, ACID_METASTORE_PASSWORD)."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    credentials = re.compile(r"://[^/@\s:]+:[^/@\s]*@")  # scheme://user:password@
+    found = {where: value for where, value in _strings(compose, "compose") if credentials.search(value)}
+    assert found == {}
+    environment = compose["x-airflow"]["environment"]
+    assert environment["ACID_METASTORE_PASSWORD"] and environment["PGPASSWORD"]
+    assert re.fullmatch(r"postgresql\+psycopg2://\w+@postgres:5432/\w+", environment["ACID_METASTORE_URL"])
+    assert re.fullmatch(r"postgresql\+psycopg2://\w+@postgres:5432/\w+",
+                        environment["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    assert credentials.search("postgresql+psycopg2://acid:acid@postgres:5432/acid_metastore")  # what it would catch

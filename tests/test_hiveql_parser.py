@@ -101,6 +101,12 @@ def test_alter_table_properties(text, expected):
     ("ALTER TABLE t COMPACT 'Rebalance' CLUSTERED INTO 16 BUCKETS AND WAIT POOL 'big'",
      AlterTableCompact(T, "rebalance", number_of_buckets=16, wait=True, pool="big")),
     ("ALTER TABLE t COMPACT 'rebalance'", AlterTableCompact(T, "rebalance")),
+    # every clause, in Hive 4's order (tableImplBuckets? blocking? compactPool? WITH OVERWRITE TBLPROPERTIES?)
+    ("ALTER TABLE t COMPACT 'rebalance' CLUSTERED INTO 4 BUCKETS AND WAIT POOL 'etl.nightly-2' "
+     "WITH OVERWRITE TBLPROPERTIES ('compactor.spark.executor.memory'='4g')",
+     AlterTableCompact(T, "rebalance", number_of_buckets=4, wait=True, pool="etl.nightly-2",
+                       properties=(("compactor.spark.executor.memory", "4g"),))),
+    ("ALTER TABLE t COMPACT 'minor' POOL \"Etl\"", AlterTableCompact(T, "minor", pool="Etl")),  # kept as written
 ])
 def test_alter_table_compact(text, expected):
     assert parse_statement(text) == expected
@@ -464,7 +470,13 @@ def test_unknown_statements(text, message):
      "'rebalance', found end of input"),
     ("ALTER TABLE t COMPACT 'major' POOL 'p' AND WAIT",
      "syntax error in \"ALTER TABLE t COMPACT 'major' POOL 'p' AND WAIT\" at 1:39: expected WITH OVERWRITE "
-     "TBLPROPERTIES or end of statement, found 'AND'"),
+     "TBLPROPERTIES, ORDER BY or end of statement, found 'AND'"),
+    ("ALTER TABLE t COMPACT 'major' WITH OVERWRITE TBLPROPERTIES ('a'='b') POOL 'p'",
+     "syntax error in \"ALTER TABLE t COMPACT 'major' WITH OVERWRITE TBLPROPERTIES ('a'='b') POOL 'p'\" at 1:69: "
+     "expected ORDER BY or end of statement, found 'POOL'"),
+    ("ALTER TABLE t COMPACT 'rebalance' POOL 'p' ORDER BY id",  # Hive's place for ORDER BY: refused there too
+     "syntax error in \"ALTER TABLE t COMPACT 'rebalance' POOL 'p' ORDER BY id\" at 1:49: ORDER BY in a compaction "
+     "request is not supported: a rebalance keeps every row's write id, so rows stay in ROW__ID order"),
     ("ALTER TABLE t COMPACT 'major' AND",
      "syntax error in \"ALTER TABLE t COMPACT 'major' AND\" at 1:33: expected WAIT, found end of input"),
     ("ALTER TABLE t COMPACT 'major' CLUSTERED INTO 4 BUCKETS",

@@ -178,7 +178,7 @@ def _claimed_compaction(ms, partition: str, worker_id: str) -> tuple[int, int]:
     return compaction_id, txn_id
 
 
-def test_dead_worker_is_reverted_its_txn_aborted_and_only_its_hidden_dirs_removed(ms, clock):
+def test_dead_worker_is_reverted_its_txn_aborted_and_only_its_result_dirs_removed(ms, clock):
     table = ms.catalog.create_table("default", "t", [("id", "int")], partition_keys=[("p", "string")],
                                     params={"transactional": "true"})
     worker_timeout_ms = 600_000
@@ -187,11 +187,12 @@ def test_dead_worker_is_reverted_its_txn_aborted_and_only_its_hidden_dirs_remove
     live, live_txn = _claimed_compaction(ms, "p=2", "live-worker")
     part1, part2 = Path(table.partition_location("p=1")), Path(table.partition_location("p=2"))
     doomed = part1 / f".base_0000001_v{dead_txn:07d}.tmp-c{dead}"
+    renamed = part1 / f"base_0000001_v{dead_txn:07d}"  # renamed before the worker died (or written in place on S3)
     kept = [part1 / "base_0000001", part1 / "delta_0000002_0000002_0000", part1 / f".base_0000001.tmp-c{live}",
-            part1 / f"base_0000001_v{dead_txn:07d}", part2 / f".base_0000001_v{live_txn:07d}.tmp-c{live}",
+            part2 / f".base_0000001_v{live_txn:07d}.tmp-c{live}",
             part2 / f".base_0000001.tmp-c{dead}",
             part1 / f".base_0000001_v{live_txn:07d}.tmp-c{dead}"]  # another attempt's: it carries another txn
-    for directory in [doomed, *kept]:
+    for directory in [doomed, renamed, *kept]:
         (directory / "bucket_00000").mkdir(parents=True)
     for _ in range(3):  # both workers' heartbeat threads keep their transactions alive
         clock.advance(worker_timeout_ms // 4)
@@ -203,8 +204,8 @@ def test_dead_worker_is_reverted_its_txn_aborted_and_only_its_hidden_dirs_remove
     assert report.timed_out_txns == ()
     assert report.reverted_compactions == (dead,)
     assert report.aborted_compactor_txns == (dead_txn,)
-    assert report.removed_directories == (str(doomed),)
-    assert not doomed.exists() and all(directory.exists() for directory in kept)
+    assert report.removed_directories == (str(doomed), str(renamed))  # its transaction aborted: never visible
+    assert not doomed.exists() and not renamed.exists() and all(directory.exists() for directory in kept)
     assert ms.compactions.get(dead).state is CompactionState.INITIATED
     assert ms.compactions.get(live).state is CompactionState.WORKING
     assert _txn_states(ms) == {dead_txn: "a", live_txn: "o"}  # the aborted one keeps its COMPACT component

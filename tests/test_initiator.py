@@ -483,3 +483,49 @@ def test_bad_cursor_or_fetch_size_is_one_clear_error(ms, cursor, fetch_size, mes
     with pytest.raises(UsageError, match=re.escape(message)):
         initiator_cycle(ms, cursor=cursor, fetch_size=fetch_size)
     assert queued(ms) == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Compaction pools (Hive 4: Initiator.getPoolName)
+
+
+def test_the_pool_comes_from_the_table_then_the_database_property(ms):
+    ms.catalog.create_database("etl_db")
+    ms.catalog.set_database_params("etl_db", {"hive.compactor.worker.pool": "etl"})
+    tables = [make_table(ms, "own", params={"hive.compactor.worker.pool": "hot"}),
+              make_table(ms, "inherits", database="etl_db"),
+              make_table(ms, "overrides", database="etl_db", params={"Hive.Compactor.Worker.Pool": "hot"}),
+              make_table(ms, "blank", database="etl_db", params={"hive.compactor.worker.pool": "  "}),  # Hive's isBlank
+              make_table(ms, "plain")]
+    for table in tables:
+        for _ in range(4):
+            table.write(1)
+    decisions = run_initiator(ms, last_checked_ms=None, delta_num_threshold=3)
+    pools = {d.candidate.full_partition_name: (d.compaction_type, d.pool) for d in decisions}
+    assert pools == {"default.own": (MAJOR, "hot"), "etl_db.inherits": (MAJOR, "etl"), "etl_db.overrides": (MAJOR, "hot"),
+                     "etl_db.blank": (MAJOR, "etl"), "default.plain": (MAJOR, None)}
+    queued_pools = {f"{e.database}.{e.table}": e.pool_name for e in queued(ms)}
+    assert queued_pools == {"default.own": "hot", "etl_db.inherits": "etl", "etl_db.overrides": "hot",
+                            "etl_db.blank": "etl", "default.plain": "default"}
+
+
+def test_a_skipped_candidate_has_no_pool_and_a_dry_run_reports_the_pool(ms):
+    due = make_table(ms, "due", params={"hive.compactor.worker.pool": "etl"})
+    quiet = make_table(ms, "quiet", params={"hive.compactor.worker.pool": "etl"})
+    for _ in range(4):
+        due.write(1)
+    quiet.write(1)
+    decisions = decisions_by_table(run_initiator(ms, last_checked_ms=None, delta_num_threshold=3, dry_run=True))
+    assert (decisions[("due", None)].pool, decisions[("quiet", None)].pool) == ("etl", None)
+    assert queued(ms) == []
+
+
+def test_an_invalid_pool_property_does_not_initiate_and_says_why(ms):
+    table = make_table(ms, "t", params={"hive.compactor.worker.pool": "etl pool"})
+    for _ in range(4):
+        table.write(1)
+    [decision] = run_initiator(ms, last_checked_ms=None, delta_num_threshold=3)
+    assert decision.compaction_type is None and decision.compaction_id is None
+    assert "table default.t: property 'hive.compactor.worker.pool' = 'etl pool' is not valid" in decision.reason
+    [entry] = ms.compactions.show()
+    assert entry.state is CompactionState.DID_NOT_INITIATE and "'etl pool'" in entry.error_message

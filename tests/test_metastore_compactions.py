@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from acid_core.errors import CompactionStateError, MetastoreError
+from acid_core.errors import CompactionStateError, MetastoreError, UsageError
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema
 from acid_core.metastore.compactions import (ABORTED_BY_REQUEST, CompactionState, CompactionType, HistoryRetention)
@@ -461,6 +461,87 @@ def test_abort_txn_cleanup_entries_are_not_for_the_cleaner(ms):
     ms.compactions.claim(worker_id="w", compaction_id=compaction_id)
     ms.compactions.mark_compacted(compaction_id)
     assert ms.compactions.ready_to_clean() == []
+
+
+# --- compaction pools (Hive 4) ----------------------------------------------------------------------------------
+
+def test_a_request_without_a_pool_takes_the_tables_then_the_databases_property(ms):
+    from queue_tables import ensure_table
+
+    for table in ("own", "inherits", "blank", "plain"):
+        ensure_table(ms, "etl_db" if table != "plain" else "default", table, None)
+    ms.catalog.set_database_params("etl_db", {"hive.compactor.worker.pool": "etl"})
+    ms.catalog.set_table_params("etl_db", "own", {"hive.compactor.worker.pool": "hot"})
+    ms.catalog.set_table_params("etl_db", "blank", {"hive.compactor.worker.pool": ""})
+
+    def pool_of(database, table, **options):
+        return ms.compactions.get(ms.compactions.enqueue(database, table, None, MAJOR, **options).compaction_id).pool_name
+
+    assert pool_of("etl_db", "own") == "hot"
+    assert pool_of("etl_db", "inherits") == "etl"
+    assert pool_of("etl_db", "blank") == "etl"
+    assert pool_of("default", "plain") == "default"
+    ms.compactions.abort_compactions([e.id for e in ms.compactions.show()])
+    assert pool_of("etl_db", "own", pool="adhoc") == "adhoc"  # POOL 'adhoc' beats every property
+    assert pool_of("etl_db", "inherits", pool="default") == "default"
+
+
+@pytest.mark.parametrize("pool", ["", "etl pool", "etl;drop", "a" * 129, "ünï", "p/q"])
+def test_a_bad_pool_name_is_one_clear_error_and_queues_nothing(ms, pool):
+    from acid_core.errors import InvalidPoolNameError
+
+    with pytest.raises(InvalidPoolNameError, match=r"compaction pool name .* is not valid: use 1 to 128 letters"):
+        ms.compactions.enqueue("default", "t", None, MAJOR, pool=pool)
+    assert ms.compactions.show() == []
+
+
+def test_a_bad_pool_property_is_refused_when_queued(ms):
+    from acid_core.errors import InvalidPoolNameError
+    from queue_tables import ensure_table
+
+    ensure_table(ms, "default", "t", None)
+    ms.catalog.set_table_params("default", "t", {"hive.compactor.worker.pool": "etl pool"})
+    with pytest.raises(InvalidPoolNameError, match="table default.t: property 'hive.compactor.worker.pool' = "
+                                                   "'etl pool' is not valid"):
+        ms.compactions.enqueue("default", "t", None, MAJOR)
+    assert ms.compactions.show() == []
+
+
+def test_history_keeps_the_pool(ms):
+    succeeded = ms.compactions.enqueue("default", "t", "p=1", MAJOR, pool="etl").compaction_id
+    failed = ms.compactions.enqueue("default", "t", "p=2", MAJOR, pool="etl").compaction_id
+    ms.compactions.claim(worker_id="w", compaction_id=succeeded)
+    ms.compactions.mark_compacted(succeeded)
+    ms.compactions.mark_cleaned(succeeded)
+    ms.compactions.mark_failed(failed, "boom")
+    history = {r["CC_ID"]: r["CC_POOL_NAME"] for r in rows(ms, schema.completed_compactions)}
+    assert history == {succeeded: "etl", failed: "etl"}
+    assert [e.id for e in ms.compactions.show(pool="etl", state=S.SUCCEEDED)] == [succeeded]
+
+
+def test_initiated_lists_one_pool_or_all_but_some(ms, clock):
+    default = ms.compactions.enqueue("default", "t", "p=1", MAJOR).compaction_id
+    clock.advance(10)
+    etl = ms.compactions.enqueue("default", "t", "p=2", MAJOR, pool="etl").compaction_id
+    clock.advance(10)
+    typo = ms.compactions.enqueue("default", "t", "p=3", MAJOR, pool="etl_typo").compaction_id
+    clock.advance(10)
+    hot = ms.compactions.enqueue("default", "t", "p=4", MAJOR, pool="hot").compaction_id
+    ms.compactions.claim(worker_id="w", compaction_id=hot)  # working: listed by no one
+
+    def ids(**which):
+        return [e.id for e in ms.compactions.initiated(**which)]
+
+    assert ids() == [default, etl, typo]
+    assert ids(pool="etl") == [etl]
+    assert ids(pool="default") == [default]
+    assert ids(other_than=("etl", "hot")) == [default, typo]  # a pool without workers of its own is the default's
+    assert ids(other_than=("etl",), limit=1) == [default]
+    # Hive's hive.compactor.worker.pool.timeout: a labelled pool's entry waiting that long is the default's too
+    assert ids(other_than=("etl", "hot"), pool_timeout_ms=15) == [default, etl, typo]  # waited 20 ms
+    assert ids(other_than=("etl", "hot"), pool_timeout_ms=25) == [default, typo]
+    with pytest.raises(UsageError, match="not both"):
+        ms.compactions.initiated(pool="etl", other_than=("hot",))
 
 
 # --- show ---------------------------------------------------------------------------------------------------------

@@ -304,3 +304,20 @@ def test_credentials_split_off_a_url_and_put_back():
         with_credentials("postgresql://u:pw@h/d", "u", "pw")
     with pytest.raises(MetastoreError, match="cannot be parsed"):
         split_credentials("not a url")
+
+
+def test_the_environments_password_joins_a_url_without_one(monkeypatch):
+    """ACID_METASTORE_PASSWORD keeps the password out of ACID_METASTORE_URL (docker-compose, make run); a URL that
+    names its own password keeps it, as libpq uses PGPASSWORD only for a connection that names none."""
+    from acid_core.metastore.engine import default_url
+
+    monkeypatch.setenv("ACID_METASTORE_URL", "postgresql+psycopg2://acid@db:5432/acid_metastore")
+    monkeypatch.delenv("ACID_METASTORE_PASSWORD", raising=False)
+    assert default_url() == "postgresql+psycopg2://acid@db:5432/acid_metastore"
+    monkeypatch.setenv("ACID_METASTORE_PASSWORD", "p@ss:/")
+    assert default_url() == "postgresql+psycopg2://acid:p%40ss%3A%2F@db:5432/acid_metastore"
+    monkeypatch.setenv("ACID_METASTORE_URL", "postgresql+psycopg2://acid:own@db/acid_metastore")
+    assert default_url() == "postgresql+psycopg2://acid:own@db/acid_metastore"
+    monkeypatch.setenv("ACID_METASTORE_URL", "not a url")
+    with pytest.raises(MetastoreError, match="ACID_METASTORE_URL <unparsable URL> cannot be parsed"):
+        default_url()

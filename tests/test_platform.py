@@ -89,7 +89,7 @@ def airflow_python(script: str, env: dict[str, str]) -> str:
 @pytest.mark.airflow
 def test_set_up_creates_airflow_db_connections_pool_and_demo_tables_idempotently(tmp_path):
     home = tmp_path / "home"
-    env = clean_environment(home, ACID_WORKER_THREADS="3")
+    env = clean_environment(home, ACID_WORKER_THREADS="3", ACID_COMPACTION_POOLS="etl:2,hot")
     first = launcher("--setup-only", env=env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
 
@@ -101,6 +101,9 @@ def test_set_up_creates_airflow_db_connections_pool_and_demo_tables_idempotently
         "conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}}
     assert state["pools"]["acid_compaction"]["slots"] == 3
     assert "hive.compactor.worker.threads" in state["pools"]["acid_compaction"]["description"]
+    # a labelled compaction pool's Airflow pool: its own slots, else the worker threads (Hive's worker.<name>.threads)
+    assert (state["pools"]["acid_compaction_etl"]["slots"], state["pools"]["acid_compaction_hot"]["slots"]) == (2, 3)
+    assert "hive.compactor.worker.etl.threads" in state["pools"]["acid_compaction_etl"]["description"]
     assert (home / "airflow" / "airflow.cfg").is_file() and (home / "airflow" / "airflow.db").is_file()
 
     store = Metastore(url, warehouse=str(home / "warehouse"))
@@ -127,6 +130,7 @@ def test_set_up_creates_airflow_db_connections_pool_and_demo_tables_idempotently
     assert again["connections"]["acid_metastore"]["host"] == url
     assert sorted(again["connections"]) == sorted(state["connections"])
     assert sorted(again["pools"]) == sorted(state["pools"]) and again["pools"]["acid_compaction"]["slots"] == 1
+    assert (again["pools"]["acid_compaction_etl"]["slots"], again["pools"]["acid_compaction_hot"]["slots"]) == (2, 1)
     store = Metastore(url, warehouse=str(home / "warehouse"))
     try:
         assert (store.catalog.get_table("demo", "events").create_time_ms,
@@ -159,6 +163,28 @@ def test_platform_environment_puts_state_under_acid_home_and_keeps_the_users_cho
     assert airflow_env["ACID_HOME"] == str(home)
     assert airflow_env["ACID_WAREHOUSE"] == str(home / "warehouse")
     assert airflow_env["ACID_METASTORE_URL"] == f"sqlite:///{home / 'warehouse' / 'metastore.db'}"
+
+
+def test_settings_name_the_airflow_pool_of_each_compaction_pool(tmp_path):
+    env = clean_environment(tmp_path / "home", ACID_WORKER_THREADS="2", ACID_COMPACTION_POOLS="etl:4, hot")
+    settings = load_settings(env)
+    assert settings.airflow_pools == {"acid_compaction": 2, "acid_compaction_etl": 4, "acid_compaction_hot": 2}
+    airflow_env = platform_environment(settings, env)
+    assert airflow_env["ACID_COMPACTION_POOLS"] == "etl:4, hot"  # the DAG processor makes acid_worker_<name> of it
+    assert airflow_env["AIRFLOW__CORE__PARALLELISM"] == str(2 + 4 + 2 + 4)
+
+
+def test_the_metastore_password_reaches_the_platform_apart_from_its_url(tmp_path):
+    env = clean_environment(tmp_path / "home", ACID_METASTORE_URL="postgresql+psycopg2://acid:s3cr%40t@db:5432/m")
+    airflow_env = platform_environment(load_settings(env), env)
+    assert airflow_env["ACID_METASTORE_URL"] == "postgresql+psycopg2://acid@db:5432/m"
+    assert airflow_env["ACID_METASTORE_PASSWORD"] == "s3cr@t"
+    apart = clean_environment(tmp_path / "home", ACID_METASTORE_URL="postgresql+psycopg2://acid@db:5432/m",
+                              ACID_METASTORE_PASSWORD="s3cr@t")
+    assert load_settings(apart).metastore_url == "postgresql+psycopg2://acid:s3cr%40t@db:5432/m"  # the connection's
+    assert platform_environment(load_settings(apart), apart)["ACID_METASTORE_URL"] == airflow_env["ACID_METASTORE_URL"]
+    sqlite = clean_environment(tmp_path / "home", ACID_METASTORE_PASSWORD="stale")
+    assert "ACID_METASTORE_PASSWORD" not in platform_environment(load_settings(sqlite), sqlite)
 
 
 # --- the demo writer ------------------------------------------------------------------------------------------------
@@ -250,6 +276,7 @@ def test_port_in_use_exits_2_naming_the_port(tmp_path):
     ("ACID_WORKER_THREADS", "0", "ACID_WORKER_THREADS=0 is out of range"),
     ("ACID_WORKER_THREADS", "two", "ACID_WORKER_THREADS='two' is not a whole number"),
     ("ACID_INITIATOR_INTERVAL_SECONDS", "soon", "ACID_INITIATOR_INTERVAL_SECONDS='soon' is not a whole number"),
+    ("ACID_COMPACTION_POOLS", "etl pool:2", "ACID_COMPACTION_POOLS: compaction pool name 'etl pool' is not valid"),
 ])
 def test_bad_numbers_exit_2(tmp_path, variable, value, message):
     result = launcher(env=clean_environment(tmp_path / "home", **{variable: value,

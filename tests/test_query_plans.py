@@ -76,7 +76,7 @@ def history(ms) -> tuple[int, int]:
     return still_open, ms.txns.allocate_write_ids([still_open], "default", "t")[still_open]
 
 
-@pytest.mark.parametrize("operation", ["snapshot", "commit", "initiator poll", "housekeeping"])
+@pytest.mark.parametrize("operation", ["snapshot", "commit", "initiator poll", "housekeeping", "worker listing"])
 def test_hot_queries_search_indexes(ms, operation):
     still_open, _ = history(ms)
     writer = ms.txns.open_txn()
@@ -91,6 +91,9 @@ def test_hot_queries_search_indexes(ms, operation):
             ms.txns.commit(writer)
         elif operation == "initiator poll":
             initiator_cycle(ms, cursor=cursor, fetch_size=10, dry_run=True)
+        elif operation == "worker listing":  # the worker DAGs': one pool's entries, or all but the labelled pools'
+            ms.compactions.initiated(limit=100, pool="etl")
+            ms.compactions.initiated(limit=100, other_than=("etl", "hot"), pool_timeout_ms=43_200_000)
         else:
             housekeep(ms)
     assert statements

@@ -552,6 +552,33 @@ def test_compact_a_partition(metastore):
             ] == [(1, "k=one", "MINOR", "fast")]
 
 
+def test_compact_without_pool_takes_the_table_or_database_property(metastore):
+    """Hive 4's AlterTableCompactOperation: POOL 'name', else the table's hive.compactor.worker.pool, else the
+    database's, else default; SHOW COMPACTIONS shows and filters the pool."""
+    sql(metastore, f"CREATE DATABASE etl WITH DBPROPERTIES ('hive.compactor.worker.pool'='etl'); "
+                   f"CREATE TABLE etl.inherits (a int) {ACID}; "
+                   f"CREATE TABLE own (a int) {ACID[:-1]}, 'hive.compactor.worker.pool'='hot'); "
+                   f"CREATE TABLE plain (a int) {ACID}; "
+                   "ALTER TABLE etl.inherits COMPACT 'major'; ALTER TABLE own COMPACT 'major'; "
+                   "ALTER TABLE plain COMPACT 'major' POOL 'adhoc'")
+    assert {e["tabname"]: e["poolname"] for e in records(metastore, "SHOW COMPACTIONS")} == {
+        "inherits": "etl", "own": "hot", "plain": "adhoc"}
+    assert [e["tabname"] for e in records(metastore, "SHOW COMPACTIONS POOL 'hot'")] == ["own"]
+
+
+def test_a_bad_pool_name_is_refused_before_anything_is_queued(metastore):
+    sql(metastore, f"CREATE TABLE p (a int) PARTITIONED BY (k string) {ACID}; "
+                   "INSERT INTO p PARTITION (k='one') VALUES (1); INSERT INTO p PARTITION (k='one') VALUES (2); "
+                   "INSERT INTO p PARTITION (k='two') VALUES (1); INSERT INTO p PARTITION (k='two') VALUES (2)")
+    message = failure(metastore, "ALTER TABLE p COMPACT 'major' POOL 'etl pool'")
+    assert "compaction pool name 'etl pool' is not valid: use 1 to 128 letters, digits, '_', '-' or '.'" in message
+    assert records(metastore, "SHOW COMPACTIONS") == []
+    message = failure(metastore, "ALTER TABLE p SET TBLPROPERTIES ('hive.compactor.worker.pool'='etl/pool')")
+    assert "property 'hive.compactor.worker.pool': pool name 'etl/pool' is not valid" in message
+    message = failure(metastore, "CREATE DATABASE d WITH DBPROPERTIES ('hive.compactor.worker.pool'='a b')")
+    assert "pool name 'a b' is not valid" in message
+
+
 def test_compact_rebalance_into_n_buckets(metastore):
     sql(metastore, f"CREATE TABLE t (a int) {ACID}; CREATE TABLE b (a int) CLUSTERED BY (a) INTO 2 BUCKETS {ACID}")
     assert lines(metastore, "ALTER TABLE t COMPACT 'rebalance' CLUSTERED INTO 8 BUCKETS") == [

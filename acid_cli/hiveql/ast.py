@@ -203,7 +203,8 @@ class AlterTableCompact(Statement):
     [AND WAIT] [POOL 'p'] [WITH OVERWRITE ...]`.
 
     `compaction_type` is "major", "minor" or "rebalance" (lowercase whatever the case written, as Hive's
-    CompactionType); `number_of_buckets` is a rebalance's CLUSTERED INTO n BUCKETS.
+    CompactionType); `number_of_buckets` is a rebalance's CLUSTERED INTO n BUCKETS; `pool` the POOL as written
+    (None: the table's or database's `hive.compactor.worker.pool`, else "default", chosen when it is queued).
     """
 
     table: TableName

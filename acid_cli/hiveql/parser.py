@@ -254,12 +254,12 @@ class _Parser(TokenCursor):
             self.expect("TBLPROPERTIES")
             found["properties"] = self.properties("WITH OVERWRITE TBLPROPERTIES")
 
-        self.clauses([
+        self.clauses([  # Hive 4's order: tableImplBuckets? blocking? compactPool? (WITH OVERWRITE ...)? orderByClause?
             ("CLUSTERED INTO", buckets),
             ("AND WAIT", lambda: (self.expect("WAIT"), found.update(wait=True))),
-            ("ORDER BY", order_by),
             ("POOL", lambda: found.update(pool=self.string("a pool name (a string literal) after POOL"))),
             ("WITH OVERWRITE TBLPROPERTIES", overwrite_properties),
+            ("ORDER BY", order_by),
         ])
         return AlterTableCompact(table, type_token.value.lower(), partition=partition, **found, text=self.text)
 

@@ -24,6 +24,7 @@ from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.compaction.candidates import (ABORTED_THRESHOLD, ABORTED_TIME_THRESHOLD_MS, CHECK_SLACK_MS, FETCH_SIZE,
                                              MAX_FETCH_SIZE, Candidate, Cursor, read_candidates, find_candidates)
 from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS
+from acid_core.compaction.pools import DEFAULT_POOL, pool_of
 from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY
 from acid_core.metastore.txns import full_table_name
 from acid_core.locations import data_location
@@ -49,6 +50,7 @@ class Decision:
     reason: str
     compaction_id: int | None = None  # set by run_initiator when a request was queued (or already was)
     number_of_buckets: int | None = None  # a rebalance's CLUSTERED INTO n BUCKETS
+    pool: str | None = None  # the compaction pool it is queued in (None: "default"), as Hive's Initiator chooses it
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,13 +233,15 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
            failed_retry_time_ms: int = FAILED_RETRY_TIME_MS, rebalance_bucket_bytes: int = REBALANCE_BUCKET_BYTES,
            reads: CycleReads | None = None) -> Decision:
     """Hive's isEligibleForCompaction then checkForCompaction for one candidate; a due major compaction of a badly
-    skewed unbucketed partition becomes a rebalance (`_rebalance`).
+    skewed unbucketed partition becomes a rebalance (`_rebalance`). The compaction pool is the table's
+    `hive.compactor.worker.pool`, else its database's, else none ("default"), as Hive's Initiator chooses it.
 
     Args:
         reads: the cycle's shared reads (run_initiator passes one for all its candidates); fresh ones when None.
 
     Raises:
-        AcidError: the partition cannot be examined (unreadable directory, bad threshold property, metastore error).
+        AcidError: the partition cannot be examined (unreadable directory, bad threshold or pool property, metastore
+            error).
     """
     reads = reads if reads is not None else CycleReads(metastore)
     try:
@@ -248,7 +252,8 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
         return _skip(candidate, f"table {table.full_name} is not a full ACID table")
     if table.no_auto_compaction:
         return _skip(candidate, f"table {table.full_name} has no_auto_compaction=true")
-    if reads.database(candidate.database).no_auto_compaction:
+    database = reads.database(candidate.database)
+    if database.no_auto_compaction:
         return _skip(candidate, f"database {candidate.database} has no_auto_compaction=true")
     if table.partition_keys and candidate.partition is None:
         return _skip(candidate, f"table {table.full_name} is partitioned: a table-level entry (dynamic-partition "
@@ -260,13 +265,14 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
               if reads.failures(candidate) >= failed_threshold else None)
     if failed is not None:
         return _skip(candidate, failed)
+    pool = pool_of(table.params, database.params, table=table.full_name)
     if candidate.too_many_aborts:
         return Decision(candidate, CompactionType.MAJOR,
-                        f"{candidate.aborted_count} aborted transactions > abortedtxn.threshold")
+                        f"{candidate.aborted_count} aborted transactions > abortedtxn.threshold", pool=pool)
     if candidate.has_old_abort:
         return Decision(candidate, CompactionType.MINOR,
                         f"an aborted transaction started at {candidate.oldest_abort_ms} is older than "
-                        "aborted.txn.time.threshold")
+                        "aborted.txn.time.threshold", pool=pool)
     where = data_location(table, candidate.partition)
     try:
         state = get_acid_state(where.path, write_ids=reads.write_ids(table), missing_ok=True, fs=where.fs)
@@ -279,8 +285,8 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
         rebalance = _rebalance(table, state, rebalance_bucket_bytes)
         if rebalance is not None:
             return Decision(candidate, CompactionType.REBALANCE, f"{reason}; {rebalance[1]}",
-                            number_of_buckets=rebalance[0])
-    return Decision(candidate, compaction_type, reason)
+                            number_of_buckets=rebalance[0], pool=pool)
+    return Decision(candidate, compaction_type, reason, pool=pool if compaction_type is not None else None)
 
 
 def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_ms: int | None = None,
@@ -359,7 +365,8 @@ def _decide_all(metastore: Metastore, candidates: list[Candidate], *, dry_run: b
         if decision.compaction_type is not None and not dry_run:
             result = metastore.compactions.enqueue(candidate.database, candidate.table, candidate.partition,
                                                    decision.compaction_type, initiator_id=initiator_id,
-                                                   number_of_buckets=decision.number_of_buckets)
+                                                   number_of_buckets=decision.number_of_buckets,
+                                                   pool=decision.pool or DEFAULT_POOL)
             reason = decision.reason if result.accepted else f"{decision.reason}; not queued: {result.message}"
             decision = replace(decision, reason=reason, compaction_id=result.compaction_id)
         decisions.append(decision)

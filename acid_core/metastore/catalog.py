@@ -244,8 +244,15 @@ class Catalog:
 
     def get_database(self, name: str) -> DatabaseInfo:
         name = check_identifier(name, "database")
-        return self.db.run(f"read database {name}",
-                           lambda conn: self._database(conn, self._database_row(conn, name)), write=False)
+        return self.db.run(f"read database {name}", lambda conn: self.get_database_in(conn, name), write=False)
+
+    def get_database_in(self, conn: Connection, name: str) -> DatabaseInfo:
+        """`get_database` inside the caller's database transaction.
+
+        Raises:
+            NoSuchObjectError: no such database.
+        """
+        return self._database(conn, self._database_row(conn, name))
 
     def set_database_params(self, name: str, params: Mapping[str, str]) -> DatabaseInfo:
         """Set database properties (ALTER DATABASE ... SET DBPROPERTIES); keys match case-insensitively.

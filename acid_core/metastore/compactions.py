@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, fields
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from acid_core.compaction.codes import QUEUE_STATES, CompactionState, CompactionType, check_number_of_buckets
-from acid_core.errors import CompactionStateError, MetastoreError
+from acid_core.compaction.pools import DEFAULT_POOL, check_pool_name, pool_of
+from acid_core.errors import CompactionStateError, MetastoreError, UsageError
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import Catalog, check_identifier
 from acid_core.metastore.engine import Database
@@ -149,16 +150,22 @@ class CompactionQueue:
                 number_of_buckets: int | None = None) -> EnqueueResult:
         """Queue a compaction unless one for the same partition is already initiated or working (Hive's compact()).
 
-        `number_of_buckets` is a rebalance's CLUSTERED INTO n BUCKETS (CQ_NUMBER_OF_BUCKETS).
+        `number_of_buckets` is a rebalance's CLUSTERED INTO n BUCKETS (CQ_NUMBER_OF_BUCKETS). `pool` is the request's
+        compaction pool (CQ_POOL_NAME, `POOL 'name'`); without one, the table's `hive.compactor.worker.pool`, else
+        its database's, else "default", read in the same database transaction (what Hive's initiator and ALTER TABLE
+        ... COMPACT choose: `acid_core.compaction.pools.pool_of`).
 
         Raises:
             MetastoreError: the names are not identifiers, the partition is missing for a partitioned table, given
                 for an unpartitioned one, or not a canonical `k=v/...` name of the table's keys.
             NoSuchObjectError, NotTransactionalError: the table does not exist or is not a full ACID table.
-            UsageError: a number of buckets for a compaction other than a rebalance, or outside 1..4096.
+            UsageError: a number of buckets for a compaction other than a rebalance, or outside 1..4096;
+                InvalidPoolNameError (a UsageError) for a pool name, given or from a property, that no pool may have.
         """
         database, table = check_identifier(database, "database"), check_identifier(table, "table")
         check_number_of_buckets(CompactionType(compaction_type), number_of_buckets)
+        if pool is not None:
+            check_pool_name(pool)
         for key, value in (properties or {}).items():  # the job's Spark settings (compactor.spark.*, the job queue)
             spark_conf_of(key, value, what="compaction request")
         cq = s.compaction_queue.c
@@ -171,6 +178,11 @@ class CompactionQueue:
             elif info.partition_keys:
                 raise MetastoreError(f"cannot compact {info.full_name} as a whole: it is partitioned by "
                                      f"{[key.name for key in info.partition_keys]}; name one partition")
+            chosen = pool
+            if chosen is None:
+                chosen = pool_of(info.params, table=info.full_name)
+            if chosen is None:
+                chosen = pool_of({}, self.catalog.get_database_in(conn, database).params)
             if self.db.dialect == "postgresql":  # Hive's CompactionScheduler mutex
                 conn.execute(sa.select(s.next_compaction_queue_id.c.NCQ_NEXT).with_for_update()).all()
             same = (cq.CQ_PARTITION == partition) if partition is not None else cq.CQ_PARTITION.is_(None)
@@ -191,7 +203,7 @@ class CompactionQueue:
                 CQ_TBLPROPERTIES=json.dumps(dict(properties), sort_keys=True) if properties else None,
                 CQ_ENQUEUE_TIME=now, CQ_RUN_AS=run_as or self.db.identity.user,
                 CQ_INITIATOR_ID=initiator_id or f"{self.db.identity.host}-manual",
-                CQ_INITIATOR_VERSION=initiator_version, CQ_POOL_NAME=pool or "default", CQ_RETRY_RETENTION=0,
+                CQ_INITIATOR_VERSION=initiator_version, CQ_POOL_NAME=chosen or DEFAULT_POOL, CQ_RETRY_RETENTION=0,
                 CQ_NUMBER_OF_BUCKETS=number_of_buckets))
             return EnqueueResult(compaction_id, True, CompactionState.INITIATED,
                                  f"Compaction enqueued with id {compaction_id}")
@@ -224,11 +236,35 @@ class CompactionQueue:
         row = conn.execute(sa.select(s.completed_compactions).where(s.completed_compactions.c.CC_ID == compaction_id)).first()
         return _from_history(row) if row is not None else None
 
-    def initiated(self, *, limit: int | None = None) -> list[CompactionInfo]:
-        """Queue entries waiting for a worker, oldest first (the order `claim` takes them in)."""
+    def initiated(self, *, limit: int | None = None, pool: str | None = None, other_than: Collection[str] = (),
+                  pool_timeout_ms: int = 0) -> list[CompactionInfo]:
+        """Queue entries waiting for a worker, oldest first (the order `claim` takes them in).
+
+        Args:
+            pool: only the entries of this compaction pool (what a labelled pool's worker takes).
+            other_than: only the entries of pools other than these (what the default pool's worker takes: "default"
+                and every pool without workers of its own); an entry without a pool is in "default".
+            pool_timeout_ms: with `other_than`, also the entries of those pools that have waited longer than this
+                (Hive's hive.compactor.worker.pool.timeout: a stopped or starved pool holds nothing for ever); 0: never.
+
+        Raises:
+            UsageError: both `pool` and `other_than`, or a negative time-out.
+        """
+        if pool is not None and other_than:
+            raise UsageError("list initiated compactions of one pool or of all pools but some, not both")
+        if pool_timeout_ms < 0:
+            raise UsageError(f"compaction pool time-out {pool_timeout_ms} ms is negative (0 turns it off)")
         cq = s.compaction_queue.c
-        query = (sa.select(s.compaction_queue).where(cq.CQ_STATE == CompactionState.INITIATED.value)
-                 .order_by(cq.CQ_ENQUEUE_TIME, cq.CQ_ID))
+        pool_name = sa.func.coalesce(cq.CQ_POOL_NAME, DEFAULT_POOL)
+        where = [cq.CQ_STATE == CompactionState.INITIATED.value]
+        if pool is not None:
+            where.append(pool_name == pool)
+        elif other_than:
+            wanted = pool_name.not_in(sorted(set(other_than)))
+            if pool_timeout_ms > 0:
+                wanted = sa.or_(wanted, cq.CQ_ENQUEUE_TIME < self.db.clock.now_ms() - pool_timeout_ms)
+            where.append(wanted)
+        query = sa.select(s.compaction_queue).where(*where).order_by(cq.CQ_ENQUEUE_TIME, cq.CQ_ID)
         if limit is not None:
             query = query.limit(limit)
         return self.db.run("list initiated compactions",

@@ -29,6 +29,7 @@ from acid_core.metastore import schema
 T = TypeVar("T")
 SCHEMA_FILES = resources.files("acid_core.metastore") / "sql"  # package data; sql/ at the top links to it
 ENV_URL = "ACID_METASTORE_URL"
+ENV_PASSWORD = "ACID_METASTORE_PASSWORD"  # the password of ACID_METASTORE_URL's user, kept out of the URL
 _RETRYABLE_PG_CODES = {"40001", "40P01", "55P03"}
 _MAX_ATTEMPTS = 20
 
@@ -70,9 +71,26 @@ class Identity:
 
 
 def default_url(acid_home: str | None = None) -> str:
-    """`ACID_METASTORE_URL`, else a SQLite file under the warehouse of `ACID_HOME` (default `.acid-home`)."""
+    """`ACID_METASTORE_URL`, else a SQLite file under the warehouse of `ACID_HOME` (default `.acid-home`).
+
+    A URL without a password gets the one of `ACID_METASTORE_PASSWORD`, if set (so the environment keeps the password
+    apart from the URL, as an Airflow connection keeps it in its password field); one that names its own password
+    keeps it, as libpq uses PGPASSWORD only for a connection that names none.
+
+    Raises:
+        MetastoreError: ACID_METASTORE_PASSWORD is set and ACID_METASTORE_URL cannot be parsed.
+    """
     if os.environ.get(ENV_URL):
-        return os.environ[ENV_URL]
+        url, password = os.environ[ENV_URL], os.environ.get(ENV_PASSWORD)
+        if not password:
+            return url
+        try:
+            parsed = sa.engine.make_url(url)
+        except (sa.exc.ArgumentError, ValueError) as exc:
+            raise MetastoreError(f"{ENV_URL} {redact(url)} cannot be parsed: {exc}") from None
+        if parsed.password is not None:
+            return url
+        return parsed.set(password=password).render_as_string(hide_password=False)
     home = Path(acid_home or os.environ.get("ACID_HOME", ".acid-home")).resolve()
     return f"sqlite:///{home / 'warehouse' / 'metastore.db'}"
 
@@ -99,6 +117,19 @@ def split_credentials(url: str) -> tuple[str, str | None, str | None]:
     bare = sa.engine.URL.create(parsed.drivername, host=parsed.host, port=parsed.port, database=parsed.database,
                                 query=parsed.query).render_as_string(hide_password=False)
     return bare, parsed.username, (str(parsed.password) if parsed.password is not None else None)
+
+
+def driver_environment(url: str) -> dict[str, str]:
+    """ACID_METASTORE_URL (with the user name, without the password) and ACID_METASTORE_PASSWORD (empty for none, so
+    that one inherited from the caller's environment does not apply), the environment that
+    hands a metastore to another process (a Spark driver): `default_url` puts them together again there, and the
+    password never shows in a URL or on a command line.
+
+    Raises:
+        MetastoreError: the URL cannot be parsed.
+    """
+    bare, login, password = split_credentials(url)
+    return {ENV_URL: with_credentials(bare, login, None), ENV_PASSWORD: password or ""}  # "": none inherited
 
 
 def with_credentials(url: str, login: str | None, password: str | None) -> str:

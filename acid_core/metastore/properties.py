@@ -8,9 +8,10 @@ Two levels, because Hive has two:
   'transactional_properties'. Also what our readers could not use ('bucketing_version' other than 1 or 2) and what
   the metastore's columns cannot hold (an empty or too long key, a missing value).
 - `check_settings`: the values of the settings this system acts on (no_auto_compaction, no_cleanup, the
-  compactorthreshold.* numbers) and the table kinds it can write (full ACID only). Hive's metastore stores any string
-  there and its Initiator reports a bad one when it reads it (ours does too); the statement front ends (`acid sql`,
-  the acid_table_settings DAG) call this first, so a typo is refused where it is typed.
+  compactorthreshold.* numbers, the compaction pool) and the table kinds it can write (full ACID only). Hive's
+  metastore stores any string there and its Initiator reports a bad one when it reads it (ours does too); the
+  statement front ends (`acid sql`, the acid_table_settings DAG) call this first, so a typo is refused where it is
+  typed.
 
 Keys match case-insensitively, as Hive matches them. Every error is an `InvalidPropertyError` naming the property,
 the value and what is allowed. Cost: linear in the number of properties; no I/O.
@@ -21,7 +22,8 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
-from acid_core.errors import InvalidPropertyError, NoSuchObjectError
+from acid_core.compaction.pools import POOL_PROPERTY, check_pool_name
+from acid_core.errors import InvalidPoolNameError, InvalidPropertyError, NoSuchObjectError
 
 TRANSACTIONAL = "transactional"
 TRANSACTIONAL_PROPERTIES = "transactional_properties"
@@ -253,7 +255,8 @@ def check_settings(params: Mapping[str, str], *, what: str = "table") -> None:
 
     Raises:
         InvalidPropertyError: a boolean setting other than 'true' / 'false', a threshold that is not a number >= 0,
-            or a table kind other than full ACID (insert-only tables are not supported).
+            a compaction pool name (`hive.compactor.worker.pool`) no pool may have, or a table kind other than full
+            ACID (insert-only tables are not supported).
     """
     for key, value in params.items():
         name, text = key.lower(), str(value)
@@ -263,6 +266,11 @@ def check_settings(params: Mapping[str, str], *, what: str = "table") -> None:
             raise InvalidPropertyError(f"transactional_properties={text!r} is not supported: only full ACID tables "
                                        "('default') are (insert-only tables are not)")
         spark_conf_of(key, text, what=what)
+        if name == POOL_PROPERTY and text.strip():  # blank: no pool, as Hive reads it
+            try:
+                check_pool_name(text, what=f"{what} property {POOL_PROPERTY!r}: pool name")
+            except InvalidPoolNameError as exc:
+                raise InvalidPropertyError(str(exc)) from None
         if name in (DELTA_NUM_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY) and not (text.isascii() and text.isdigit()):
             raise InvalidPropertyError(f"{what} property {name!r} must be a whole number >= 0, got {text!r}")
         if name == DELTA_PCT_PROPERTY:

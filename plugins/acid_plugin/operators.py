@@ -59,6 +59,7 @@ class AcidCompactionOperator(SparkSubmitOperator):
         from acid_core.compaction.attempt import Result, after_run, before_run, describe
         from acid_core.compaction.job_conf import compaction_spark_conf
         from acid_core.errors import AcidError
+        from acid_core.metastore.engine import driver_environment
         from acid_core.shipping import combine_conf
         from acid_plugin.hooks import AcidMetastoreHook
 
@@ -93,7 +94,7 @@ class AcidCompactionOperator(SparkSubmitOperator):
         self.application_args = ["--compaction-id", str(compaction_id), "--worker-id", worker_id]
         python_bin = os.path.dirname(sys.executable)
         self.env_vars = {
-            "ACID_METASTORE_URL": metastore_hook.get_url(),
+            **driver_environment(metastore_hook.get_url()),  # the password apart from the URL
             "ACID_WAREHOUSE": metastore_hook.get_warehouse(),
             # spark-submit gives the executors PYSPARK_PYTHON (spark.pyspark.python wins over it): on a cluster, the
             # shipped Python, which replaces any PYSPARK_PYTHON of this worker's own environment

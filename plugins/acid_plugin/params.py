@@ -10,6 +10,8 @@ IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # key=value pairs separated by "/": no "..", no leading "/", no quotes, spaces or other SQL punctuation.
 _PAIR = r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_:%+-]+(?:\.[A-Za-z0-9_:%+-]+)*"
 PARTITION = rf"^(?!.*\.\.){_PAIR}(?:/{_PAIR})*$"
+# a compaction pool name (acid_core.compaction.pools.check_pool_name's rule)
+POOL_NAME = r"^[A-Za-z0-9_.-]{1,128}$"
 # an absolute path or a filesystem URI, with no ".." segment and no whitespace
 ABSOLUTE_PATH = r"^(?!.*(?:^|/)\.\.(?:/|$))(?:/|[A-Za-z][A-Za-z0-9+.-]*://)\S*$"
 

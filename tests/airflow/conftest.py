@@ -30,7 +30,7 @@ os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
     {"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}})
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 for _name in ("ACID_INITIATOR_INTERVAL_SECONDS", "ACID_WORKER_INTERVAL_SECONDS", "ACID_CLEANER_INTERVAL_SECONDS",
-              "ACID_COMPACTION_POOLS"):  # the DAGs' defaults, as shipped (test_compaction_pools.py sets its own)
+              "ACID_COMPACTION_POOLS"):  # the DAGs' defaults, as shipped (test_pool_dags.py sets its own)
     os.environ.pop(_name, None)
 if str(ROOT / "plugins") not in sys.path:
     sys.path.insert(0, str(ROOT / "plugins"))

@@ -14,7 +14,8 @@ DELTA_NUM = "compactorthreshold.hive.compactor.delta.num.threshold"
 # dag.test() keeps the previous run's conf values on the shared DAG object, so every run gives every param.
 SETTINGS = {"database": "default", "no_auto_compaction": "leave", "delta_num_threshold": None,
             "delta_pct_threshold": None, "clear_thresholds": False}
-COMPACT = {"database": "default", "partition": None, "type": "major", "wait": True}
+COMPACT = {"database": "default", "partition": None, "type": "major", "number_of_buckets": None, "pyspark_memory": None,
+           "pool": None, "wait": True}  # every param: dag.test() keeps the previous run's values on the shared DAG
 
 
 def test_manual_dags_import_without_errors(dagbag):
@@ -106,6 +107,7 @@ def _partitioned_table(ms):
     {"partition": "../x"}, {"partition": "ds=1/../.."}, {"partition": "/etc"}, {"partition": "ds=2026-01-01/"},
     {"partition": "ds='x'; DROP TABLE p"}, {"table": "p; DROP TABLE p", "partition": "ds=2026-01-01"},
     {"database": "default--", "partition": "ds=2026-01-01"}, {"partition": "ds=2026-01-01", "type": "full"},
+    {"partition": "ds=2026-01-01", "pool": "etl pool"}, {"partition": "ds=2026-01-01", "pool": "x" * 129},
 ])
 def test_compact_param_schema_refuses_malformed_input(acid_connection, make_ms, dagbag, conf):
     from airflow.sdk.definitions.param import ParamValidationError
@@ -160,3 +162,20 @@ def test_compact_queues_a_rebalance_into_n_buckets(acid_connection, make_ms, dag
     assert run.state == "success"
     (entry,) = ms.compactions.show()
     assert (entry.type, entry.partition, entry.number_of_buckets) == (CompactionType.REBALANCE, "ds=2026-01-01", 6)
+
+
+def test_compact_queues_in_the_pool_given_else_the_tables(acid_connection, make_ms, dagbag):
+    """`pool` is Hive's POOL 'name'; without it the table's hive.compactor.worker.pool chooses, as in Hive."""
+    ms = make_ms()
+    _partitioned_table(ms)
+    ms.catalog.set_table_params("default", "p", {"hive.compactor.worker.pool": "etl"})
+    compact = dagbag.get_dag("acid_compact")
+
+    given = compact.test(run_conf={**COMPACT, "database": "default", "table": "p", "partition": "ds=2026-01-01",
+                                   "pool": "adhoc", "wait": False})
+    chosen = compact.test(run_conf={**COMPACT, "database": "default", "table": "p", "partition": "ds=2026-01-02",
+                                    "pool": None, "wait": False})
+
+    assert (given.state, chosen.state) == ("success", "success")
+    assert {e.partition: e.pool_name for e in ms.compactions.show()} == {"ds=2026-01-01": "adhoc",
+                                                                         "ds=2026-01-02": "etl"}
