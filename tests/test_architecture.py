@@ -104,16 +104,18 @@ def test_acid_core_imports_without_spark_or_airflow():
 def test_docker_compose_names_only_things_that_exist():
     compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
     bin_dir = Path(sys.executable).parent
+    dockerfile = (ROOT / "docker/Dockerfile").read_text()
     for name, service in compose["services"].items():
         build = service.get("build")
         if build:
             assert (ROOT / build["context"] / build["dockerfile"]).is_file(), name
+            assert re.search(rf"^FROM .+ AS {re.escape(build['target'])}$", dockerfile, re.M), f"{name}: no stage"
         for volume in service.get("volumes", []):
             source = volume.split(":")[0]
             if source.startswith("."):
                 assert (ROOT / source).exists(), f"{name}: volume source {source} is missing"
         command = service.get("command")
-        if command:
+        if command and build:  # our images: what they run is installed by requirements.txt (others: their own)
             assert (bin_dir / command[0]).exists(), f"{name}: command {command[0]!r} is not installed by requirements.txt"
         for key, value in (service.get("environment") or {}).items():
             for folder in ("dags", "plugins"):
@@ -125,7 +127,6 @@ def test_docker_compose_names_only_things_that_exist():
     # the pool the DAGs use (read from the source: importing Airflow here would configure it for this process)
     [pool] = re.findall(r'^COMPACTION_POOL = "([^"]+)"', (ROOT / "plugins/acid_plugin/operators.py").read_text(), re.M)
     assert compose["services"]["airflow-pool"]["command"][:4] == ["airflow", "pools", "set", pool]
-    dockerfile = (ROOT / "docker/Dockerfile").read_text()
     for line in dockerfile.splitlines():
         if line.startswith("COPY "):
             for source in line.split()[1:-1]:
@@ -186,3 +187,25 @@ def test_compose_puts_no_password_inside_a_url():
     assert re.fullmatch(r"postgresql\+psycopg2://\w+@postgres:5432/\w+",
                         environment["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
     assert credentials.search("postgresql+psycopg2://acid:acid@postgres:5432/acid_metastore")  # what it would catch
+
+
+def test_compose_spark_nodes_share_nothing_with_airflow_but_postgres_and_s3():
+    """The multi-host shape: the warehouse is on the object store (MinIO), the Spark nodes run an image without this
+    project and mount nothing, and the jobs ship their code and Python environment to them."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    services = compose["services"]
+    for name in ("spark-master", "spark-worker"):
+        assert services[name]["build"]["target"] == "spark-node" and not services[name].get("volumes"), name
+    environment = compose["x-airflow"]["environment"]
+    metastore = json.loads(environment["AIRFLOW_CONN_ACID_METASTORE"])
+    assert metastore["extra"]["warehouse"].startswith("s3://") and environment["ACID_WAREHOUSE"].startswith("s3://")
+    aws = json.loads(environment[f"AIRFLOW_CONN_{metastore['extra']['aws_conn_id'].upper()}"])
+    assert aws["conn_type"] == "aws" and aws["login"] and aws["password"]
+    assert aws["extra"]["endpoint_url"] == "http://minio:9000" and "minio" in services
+    spark = json.loads(environment["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert spark["extra"]["acid-executor-env"] == "auto"
+    assert not any(volume.split(":")[0] == "warehouse" for service in services.values()
+                   for volume in service.get("volumes", []))
+    stages = re.findall(r"^FROM .+ AS (\S+)$", (ROOT / "docker/Dockerfile").read_text(), re.M)
+    spark_node = (ROOT / "docker/Dockerfile").read_text().split("AS spark-node", 1)[1].split("\nFROM ", 1)[0]
+    assert stages[-1] == "platform" and "acid_core" not in spark_node  # `docker build` alone builds the platform
