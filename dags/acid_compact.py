@@ -31,6 +31,9 @@ With `wait` false the worker DAG of its pool (`acid_worker`, or `acid_worker_<po
 - `pyspark_memory` caps the Spark job's Python workers for this run (`spark.executor.pyspark.memory`, queued as
   the request's `compactor.spark.executor.pyspark.memory`, as `WITH OVERWRITE TBLPROPERTIES` does); without it the
   table property of that name applies, else 2g. A compaction streams its bucket, so the cap need not grow with it.
+- `properties` are this run's `WITH OVERWRITE TBLPROPERTIES`: any `compactor.spark.<setting>` (executor memory and
+  cores, dynamic allocation, ...: resources and tuning only) and the job queue `compactor.hive.compactor.job.queue`,
+  over the table's and the database's; anything else is refused before the compaction is queued.
 - `pool` queues it in that compaction pool (Hive 4's `POOL 'name'`); empty: the table's `hive.compactor.worker.pool`,
   else its database's, else `default`. With `wait` false the pool's worker DAG runs it (`acid_worker_<pool>` for a
   pool of ACID_COMPACTION_POOLS, else `acid_worker`); with `wait` this run does, in the `acid_compaction` pool.
@@ -60,6 +63,10 @@ With `wait` false the worker DAG of its pool (`acid_worker`, or `acid_worker_<po
                                 description="The Spark job's Python worker memory cap (spark.executor.pyspark.memory"
                                             ", e.g. 3g) for this run; empty: the table's "
                                             "compactor.spark.executor.pyspark.memory, else 2g."),
+        "properties": Param({}, type="object", maxProperties=64,
+                            description="This run's WITH OVERWRITE TBLPROPERTIES: compactor.spark.<setting> (e.g. "
+                                        "compactor.spark.executor.memory: 8g) and the job queue "
+                                        "(compactor.hive.compactor.job.queue), over the table's and the database's."),
         "pool": Param(None, type=["null", "string"], pattern=POOL_NAME,
                       description="Compaction pool (POOL 'name'); empty: the table's or database's "
                                   "hive.compactor.worker.pool, else default."),
@@ -76,7 +83,7 @@ def acid_compact():
         from acid_core.errors import AcidError
         from acid_core.layout import parse_partition_dir_name
         from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
-        from acid_core.metastore.properties import PYSPARK_MEMORY_PROPERTY
+        from acid_core.metastore.properties import PYSPARK_MEMORY_PROPERTY, spark_conf_of
         from acid_plugin.hooks import AcidMetastoreHook
 
         log = logging.getLogger("airflow.task")
@@ -108,11 +115,17 @@ def acid_compact():
             except AcidError as exc:
                 raise RuntimeError(f"acid_compact: refusing {database}.{table}: {exc}") from exc
             memory = params.get("pyspark_memory")
+            overwrite = {str(key): str(value) for key, value in (params.get("properties") or {}).items()}
+            if memory:
+                overwrite[PYSPARK_MEMORY_PROPERTY] = memory
             try:
+                for key, value in overwrite.items():  # every one must be a compaction setting, and a valid one
+                    if spark_conf_of(key, value, what="the properties param's") is None:
+                        raise ValueError(f"acid_compact: the properties param's {key!r} is not a compaction setting "
+                                         "(compactor.spark.<setting> or compactor.hive.compactor.job.queue)")
                 result = metastore.compactions.enqueue(
                     info.database, info.name, name, compaction_type, number_of_buckets=buckets,
-                    pool=params.get("pool") or None,
-                    properties={PYSPARK_MEMORY_PROPERTY: memory} if memory else None)
+                    pool=params.get("pool") or None, properties=overwrite or None)
             except AcidError as exc:
                 raise ValueError(f"acid_compact: {exc}") from None
         log.info("acid_compact: %s", result.message)

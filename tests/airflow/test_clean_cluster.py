@@ -29,7 +29,7 @@ from standalone_cluster import (build_executor_env, cannot_import, clean_environ
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
 MINOR = f"python{sys.version_info.major}.{sys.version_info.minor}"
-COMPACT = {"database": "default", "table": "clean", "partition": None, "type": "major", "wait": True}
+COMPACT = {"database": "default", "table": "clean", "partition": None, "type": "major", "properties": {}, "wait": True}
 READ_JOB = '''
 import json, sys
 from acid_core.metastore import Metastore

@@ -31,7 +31,7 @@ CLEANER = {"dry_run": False, "retention_seconds": 0, "retry_retention_seconds": 
            "trash_dir": None}
 SETTINGS = {"database": "default", "no_auto_compaction": "leave", "delta_num_threshold": None,
             "delta_pct_threshold": None, "clear_thresholds": False}
-COMPACT = {"database": "default", "partition": None, "type": "major", "wait": True}
+COMPACT = {"database": "default", "partition": None, "type": "major", "properties": {}, "wait": True}
 
 
 LOCAL = [pytest.param(("sqlite", "local"), id="sqlite"),

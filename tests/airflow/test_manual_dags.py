@@ -14,7 +14,7 @@ DELTA_NUM = "compactorthreshold.hive.compactor.delta.num.threshold"
 # dag.test() keeps the previous run's conf values on the shared DAG object, so every run gives every param.
 SETTINGS = {"database": "default", "no_auto_compaction": "leave", "delta_num_threshold": None,
             "delta_pct_threshold": None, "clear_thresholds": False}
-COMPACT = {"database": "default", "partition": None, "type": "major", "number_of_buckets": None, "pyspark_memory": None,
+COMPACT = {"database": "default", "partition": None, "type": "major", "number_of_buckets": None, "pyspark_memory": None, "properties": {},
            "pool": None, "wait": True}  # every param: dag.test() keeps the previous run's values on the shared DAG
 
 

@@ -102,3 +102,46 @@ def test_a_bad_executor_setting_fails_the_task_before_spark_submit(acid_connecti
 
     assert run.state == "failed" and not recording_spark_submit.exists()
     assert ms.compactions.get(queued.compaction_id).state is CompactionState.INITIATED  # nothing claimed it
+
+
+MANUAL = {"database": "default", "table": "sales", "partition": None, "type": "major", "number_of_buckets": None,
+          "pyspark_memory": None, "pool": None, "wait": True}
+
+
+def test_the_manual_dags_properties_override_the_tables_for_one_run(acid_connection, make_ms, dagbag,
+                                                                   recording_spark_submit):
+    """acid_compact's `properties` param is this run's WITH OVERWRITE TBLPROPERTIES: it beats the table's settings
+    and reaches spark-submit; the table keeps its own."""
+    ms = make_ms()
+    ms.catalog.create_table("default", "sales", COLUMNS, params={
+        "transactional": "true", "compactor.spark.executor.memory": "8g", "compactor.spark.executor.cores": "2"})
+    insert(ms, "sales", None, [(1, "a")])
+    insert(ms, "sales", None, [(2, "b")])
+
+    dagbag.get_dag("acid_compact").test(run_conf={**MANUAL, "properties": {
+        "compactor.spark.executor.memory": "12g", "compactor.hive.compactor.job.queue": "adhoc"}})
+
+    argv = json.loads(recording_spark_submit.read_text())
+    confs = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
+    assert confs["spark.executor.memory"] == "12g" and confs["spark.yarn.queue"] == "adhoc"
+    assert confs["spark.executor.cores"] == "2"  # the table's, where the run says nothing
+    assert ms.catalog.get_table("default", "sales").params["compactor.spark.executor.memory"] == "8g"
+
+
+@pytest.mark.parametrize("properties, named", [
+    ({"compactor.spark.master": "yarn"}, "spark.master is not a Spark setting a table may choose"),
+    ({"transactional": "false"}, "'transactional' is not a compaction setting"),
+])
+def test_the_manual_dag_refuses_properties_that_are_not_compaction_settings(acid_connection, make_ms, dagbag,
+                                                                          recording_spark_submit, properties, named,
+                                                                          capfd):
+    ms = make_ms()
+    ms.catalog.create_table("default", "sales", COLUMNS, params={"transactional": "true"})
+    insert(ms, "sales", None, [(1, "a")])
+
+    run = dagbag.get_dag("acid_compact").test(run_conf={**MANUAL, "properties": properties})
+
+    assert run.state == "failed" and task_states(run)["enqueue"] == "failed"
+    output = capfd.readouterr()
+    assert named in output.out + output.err  # the task's log
+    assert ms.compactions.show() == [] and not recording_spark_submit.exists()  # nothing queued, nothing submitted
