@@ -26,8 +26,14 @@ $(STAMP): requirements.txt pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m acid_platform
 
+# The browser tests (tests/ui, Playwright) drive Debian's chromium package; installed once, as root (CI) or with sudo.
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium)'
+
 # lint-imports checks the import contracts of pyproject.toml first (plugins/ on the path, as Airflow puts it there).
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	PYTHONPATH="$(CURDIR)/plugins" $(BIN)/lint-imports
 	$(BIN)/python -m pytest
 

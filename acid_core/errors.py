@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class AcidError(Exception):
     """Base of every error this project raises on purpose."""
@@ -10,6 +12,53 @@ class AcidError(Exception):
 def exit_status(error: AcidError) -> int:
     """A command's exit status for an error it reports: 2 for a usage error, else 1."""
     return 2 if isinstance(error, UsageError) else 1
+
+
+ERROR_LINE_LIMIT = 1000  # characters of a one-line cause (Hive keeps CQ_ERROR_MESSAGE to one line too)
+# `Type: message` or a bare `Type` at the start of a line: a Python or Java class name ending in Error, Exception, ...
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_$][\w$]*\.)*([A-Za-z_$][\w$]*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
+                         r"(?::\s*(.*))?$")
+# wrappers whose own line says nothing about the cause (Spark and Py4J report a task's Python error inside them)
+_WRAPPERS = frozenset({"Py4JJavaError", "Py4JError", "PythonException", "SparkException", "ExecutionException",
+                       "InvocationTargetException", "UndeclaredThrowableException"})
+
+
+def one_line(text: str | None, *, limit: int = ERROR_LINE_LIMIT) -> str | None:
+    """The cause in a possibly multi-line error text (a Python traceback, a Java stack trace, a Py4J error wrapping a
+    Spark task's Python traceback) as one line `Type: message`: the innermost error line that is not a wrapper's,
+    else the text's last non-blank line; whitespace collapsed, at most `limit` characters. None stays None."""
+    if text is None:
+        return None
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return _clip(" ".join(lines), limit)
+    causes = []
+    for line in lines:
+        match = _ERROR_LINE.match(line)
+        if match and not line.startswith(("at ", "File ")):
+            causes.append((match.group(1), match.group(2)))
+    useful = [(kind, message) for kind, message in causes if kind not in _WRAPPERS]
+    if useful:
+        kind, message = useful[-1]  # Python prints the innermost (the raised) error last
+        return _clip(f"{kind}: {message}" if message else kind, limit)
+    return _clip(lines[-1], limit)
+
+
+def one_line_cause(error: BaseException, *, limit: int = ERROR_LINE_LIMIT) -> str:
+    """What a compaction queue records for a failure: `Type: message` in one line. An AcidError's own message (it
+    names the offending value); another error's innermost useful line when its text holds a traceback (Spark's
+    Py4JJavaError holds the failed task's Python traceback); the traceback stays in the log."""
+    text = str(error)
+    if "\n" in text.strip():
+        found = one_line(text, limit=limit)
+        if found and _ERROR_LINE.match(found):
+            return found
+    return _clip(f"{type(error).__name__}: {text}" if text.strip() else type(error).__name__, limit)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class InvalidNameError(AcidError, ValueError):

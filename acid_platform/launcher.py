@@ -214,7 +214,7 @@ class Launcher:
             self._watch_compactions()
             writer_log = settings.logs / "writer.log"
             self.children.append(start_child(
-                "writer", [sys.executable, "-m", "acid_platform.demo", "--log-file", str(writer_log)],  # URL from env
+                "writer", [sys.executable, "-m", "acid_platform.demo"],  # URL from env; its log: standard error
                 env=self.env, log=writer_log, stop_signal=signal.SIGTERM, cwd=settings.acid_home))
             airflow_log = settings.logs / "airflow-standalone.log"
             self.children.append(start_child(

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Iterable, Mapping
 DRAIN_GRACE_S = 60.0  # after SIGTERM to the scheduler: running tasks finish (the scheduler waits for them)
 STOP_GRACE_S = 30.0  # after SIGINT to standalone (SIGTERM to the writer), before SIGTERM to whatever is left
 KILL_GRACE_S = 10.0  # after that SIGTERM, before SIGKILL
+LOG_MAX_BYTES = 10 * 1024 * 1024  # a child's log is rotated when it would pass this (airflow standalone: ~180 KB/min)
+LOG_BACKUPS = 2  # rotated logs kept: <name>.1 (newest) and <name>.2, so a log takes at most 3 x LOG_MAX_BYTES
 
 
 def _die_with_parent(signum: int):
@@ -36,28 +39,68 @@ class Child:
     process: subprocess.Popen
     log: Path
     stop_signal: int
+    copier: threading.Thread | None = None  # copies the child's output into its capped log
 
     @property
     def sid(self) -> int:
         return self.process.pid
 
 
-def rotate_log(log: Path) -> None:
-    """Keep the previous run's log as `<name>.1` (one generation), so logs do not grow across runs."""
+def rotate_log(log: Path, *, backups: int = LOG_BACKUPS) -> None:
+    """Shift `<name>` to `<name>.1`, `<name>.1` to `<name>.2`, ... keeping `backups` of them (the oldest goes), so
+    logs do not grow across runs or within one (`copy_capped`)."""
     with contextlib.suppress(OSError):
-        if log.stat().st_size > 0:
-            log.replace(log.with_name(log.name + ".1"))
+        if log.stat().st_size == 0:
+            return
+    for generation in range(backups - 1, 0, -1):
+        with contextlib.suppress(OSError):
+            log.with_name(f"{log.name}.{generation}").replace(log.with_name(f"{log.name}.{generation + 1}"))
+    with contextlib.suppress(OSError):
+        log.replace(log.with_name(log.name + ".1"))
+
+
+def copy_capped(stream, log: Path, *, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS) -> None:
+    """Copy `stream` (a child's output, binary) into `log` until it ends, whole lines at a time, rotating
+    (`rotate_log`) before a write would take the file past `max_bytes` (as logging's RotatingFileHandler does).
+    Memory: a chunk of at most 64 KiB and the unfinished line."""
+    chunk_size = max(1, min(65536, max_bytes // 2))
+    output = open(log, "ab")
+    try:
+        size, carry = output.tell(), b""
+        for chunk in iter(lambda: stream.read1(chunk_size), b""):
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1
+            if cut == 0 and len(data) < chunk_size:
+                carry = data  # wait for the end of the line
+                continue
+            lines, carry = (data[:cut], data[cut:]) if cut else (data, b"")  # a line longer than a chunk: as is
+            if size and size + len(lines) > max_bytes:
+                output.close()
+                rotate_log(log, backups=backups)
+                output = open(log, "ab")
+                size = 0
+            output.write(lines)
+            output.flush()
+            size += len(lines)
+        output.write(carry)
+    finally:
+        output.close()
+        stream.close()
 
 
 def start_child(name: str, command: list[str], *, env: Mapping[str, str], log: Path, stop_signal: int,
-                cwd: Path) -> Child:
+                cwd: Path, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS) -> Child:
+    """Start `command` in a session of its own, its output (stdout and stderr) going to `log`, capped at
+    `max_bytes` a file with `backups` rotated files (`copy_capped`, on a thread of this process)."""
     with open(log, "ab") as output:
         output.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())
-        output.flush()
-        process = subprocess.Popen(command, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=output,
-                                   stderr=subprocess.STDOUT, start_new_session=True,
-                                   preexec_fn=_die_with_parent(stop_signal))
-    return Child(name, process, log, stop_signal)
+    process = subprocess.Popen(command, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True,
+                               preexec_fn=_die_with_parent(stop_signal))
+    copier = threading.Thread(target=copy_capped, args=(process.stdout, log),
+                              kwargs={"max_bytes": max_bytes, "backups": backups}, name=f"{name}-log", daemon=True)
+    copier.start()
+    return Child(name, process, log, stop_signal, copier)
 
 
 def session_processes(session_ids: Iterable[int]) -> list:
@@ -180,6 +223,8 @@ def stop_children(children: list[Child], *, drain_s: float = DRAIN_GRACE_S, grac
     for child in children:
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.process.wait(timeout=5)
+        if child.copier is not None:
+            child.copier.join(timeout=5)  # the rest of its output into its log
     if left:
         say(f"  could not stop process(es) {', '.join(str(p.pid) for p in left)}")
     return left

@@ -183,6 +183,10 @@ def platform_environment(settings: Settings, base: Mapping[str, str] | None = No
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{settings.api_url}/execution/",
         # The LocalExecutor forks `parallelism` workers up front (default 32): a few are plenty for these DAGs.
         "AIRFLOW__CORE__PARALLELISM": str(sum(settings.airflow_pools.values()) + 4),
+        # Metrics (Airflow's and the acid.* ones) as StatsD to loopback: `nc -ul 127.0.0.1 8125` shows them
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": "8125",
         **DEMO_INTERVALS,
     }
     for name, value in defaults.items():

@@ -6,8 +6,12 @@ No work at import time: acid_core and the hook are imported inside the task.
 from __future__ import annotations
 
 from acid_plugin.assets import COMPACTED
-from acid_plugin.params import ABSOLUTE_PATH, interval_from_env
+from acid_plugin.params import ABSOLUTE_PATH, Bounds, interval_from_env
 from airflow.sdk import AssetOrTimeSchedule, DeltaTriggerTimetable, Param, dag, task
+
+# checked in the task (the trigger form would clamp a number to a schema range without a word)
+NUMBERS = {"retention_seconds": Bounds(0), "retry_retention_seconds": Bounds(1), "max_attempts": Bounds(0, 10)}
+TRASH_DIR_EXPECTED = "expected an absolute path or a filesystem URI (s3://bucket/trash) with no '..' and no spaces"
 
 DOC_MD = """
 ### ACID cleaner
@@ -38,6 +42,7 @@ open transaction, a reader lease or the retention time. Hive's Cleaner polls eve
 
 @dag(
     dag_id="acid_cleaner",
+    description="Hive's Cleaner: remove what finished compactions made obsolete, once no reader needs it",
     schedule=AssetOrTimeSchedule(
         timetable=DeltaTriggerTimetable(interval_from_env("ACID_CLEANER_INTERVAL_SECONDS", 300)), assets=[COMPACTED]),
     catchup=False,
@@ -46,14 +51,14 @@ open transaction, a reader lease or the retention time. Hive's Cleaner polls eve
     doc_md=DOC_MD,
     params={
         "dry_run": Param(False, type="boolean", description="List what would be removed; change nothing."),
-        "retention_seconds": Param(0, type="integer", minimum=0,
-                                   description="hive.compactor.cleaner.retention.time.seconds (delayed cleanup)."),
-        "retry_retention_seconds": Param(300, type="integer", minimum=1,
-                                         description="hive.compactor.cleaner.retry.retention.time: a failed cleaning "
-                                                     "waits 2^attempts x this before the next try."),
-        "max_attempts": Param(5, type="integer", minimum=0, maximum=10,
-                              description="hive.compactor.cleaner.retry.maxattempts: retries before it is marked failed."),
-        "trash_dir": Param(None, type=["null", "string"], pattern=ABSOLUTE_PATH,
+        "retention_seconds": NUMBERS["retention_seconds"].param(
+            0, "hive.compactor.cleaner.retention.time.seconds (delayed cleanup)"),
+        "retry_retention_seconds": NUMBERS["retry_retention_seconds"].param(
+            300, "hive.compactor.cleaner.retry.retention.time: a failed cleaning waits 2^attempts x this before the "
+                 "next try"),
+        "max_attempts": NUMBERS["max_attempts"].param(
+            5, "hive.compactor.cleaner.retry.maxattempts: retries before it is marked failed"),
+        "trash_dir": Param(None, type=["null", "string"], maxLength=4096,
                            description="Move removed directories here (an absolute path or URI on the table's "
                                        "filesystem) instead of deleting them."),
     },
@@ -64,17 +69,28 @@ def acid_cleaner():
         """One cleaner cycle; returns one dict per queue entry handled."""
         import dataclasses
         import logging
+        import re
 
         from acid_core.compaction.cleaner import clean
         from acid_plugin.hooks import AcidMetastoreHook
+        from acid_plugin.metrics import emit_cleaning
+        from acid_plugin.params import check_numbers
+        from airflow.sdk.exceptions import AirflowFailException
 
         log = logging.getLogger("airflow.task")
+        try:
+            check_numbers(params, NUMBERS)
+            if params["trash_dir"] and not re.match(ABSOLUTE_PATH, params["trash_dir"]):
+                raise ValueError(f"trash_dir {params['trash_dir']!r} is refused: {TRASH_DIR_EXPECTED}")
+        except ValueError as exc:
+            raise AirflowFailException(f"cleaner: {exc}") from None
         with AcidMetastoreHook().metastore() as metastore:
             results = clean(metastore, dry_run=bool(params["dry_run"]),
                             retention_ms=int(params["retention_seconds"]) * 1000,
                             trash_dir=params["trash_dir"] or None,
                             retry_retention_ms=int(params["retry_retention_seconds"]) * 1000,
                             max_attempts=int(params["max_attempts"]), log=log.info)
+        emit_cleaning(results)
         summary = [dataclasses.asdict(result) for result in results]
         for entry in summary:
             entry["removed"] = list(entry["removed"])

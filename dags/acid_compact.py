@@ -7,10 +7,12 @@ No work at import time: the hook and the metastore are imported inside the tasks
 from __future__ import annotations
 
 from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
-from acid_plugin.assets import COMPACTED
+from acid_plugin.assets import COMPACTED, COMPACTED_TABLES
 from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
-from acid_plugin.params import PARTITION, POOL_NAME, table_params
+from acid_plugin.params import PARTITION_EXPECTED, Bounds, table_params
 from airflow.sdk import Param, dag, task
+
+NUMBERS = {"number_of_buckets": Bounds(1, MAX_REBALANCE_BUCKETS)}
 
 DOC_MD = """
 ### ACID compact
@@ -22,8 +24,9 @@ through the `spark_default` connection, in the `acid_compaction` pool) exactly a
 With `wait` false the worker DAG of its pool (`acid_worker`, or `acid_worker_<pool>`) runs it at its next run
 (within `ACID_WORKER_INTERVAL_SECONDS`).
 
-- `partition` is a partition name such as `ds=2026-01-01/hr=3`; it is required for a partitioned table (and must
-  exist in the catalog), refused for an unpartitioned one.
+- `partition` is a partition name such as `ds=2026-01-01/hr=3` (it must exist in the catalog; refused for an
+  unpartitioned table). Empty on a partitioned table: every partition with something to compact is queued, as
+  `ALTER TABLE t COMPACT 'major'` does in Hive 4 (none: the run ends as skipped, with the reason).
 - `rebalance` (Hive 4) rewrites an unbucketed table's partition into `number_of_buckets` bucket files of about
   equal size (empty: as many as it has bucket ids now), so one huge `bucket_00000` is compacted by as many Spark
   tasks from then on. Rows keep their write ids and get new ROW__IDs; it takes an exclusive write lock, and an
@@ -38,113 +41,149 @@ With `wait` false the worker DAG of its pool (`acid_worker`, or `acid_worker_<po
   else its database's, else `default`. With `wait` false the pool's worker DAG runs it (`acid_worker_<pool>` for a
   pool of ACID_COMPACTION_POOLS, else `acid_worker`); with `wait` this run does, in the `acid_compaction` pool.
 - When a compaction of the same partition is already queued, its id is used and reported.
-- Unknown tables, tables that are not full ACID and malformed or unknown partitions fail `enqueue`, which names
-  the problem; nothing is queued.
-- `enqueue` returns the compaction id; `compact` returns `{"compaction_id", "state", ...}`. A successful run ends in
-  `ready for cleaning` and emits the `acid_compacted` asset, which starts `acid_cleaner`.
+- Unknown tables, tables that are not full ACID, malformed or unknown partitions and out-of-range numbers fail
+  `enqueue` with one line naming the problem (an unknown partition: with the table's partitions); nothing is queued.
+  `enqueue`'s XCom `outcome` says the same for API callers: `{"ok": false, "reason": ..., "partitions": [...]}`.
+- `enqueue` returns the compaction ids (XCom `outcome`: `{"ok": true, "compaction_ids": [...], ...}`); `compact`
+  is mapped over them, each labelled `<id>: <type> <db.table> partition <name>`, and returns
+  `{"compaction_id", "state", ...}`. A compaction that ends `ready for cleaning` emits the `acid_compacted` asset
+  (which starts `acid_cleaner`) and `acid_compacted.<db>.<table>`, both with the database, table, partition,
+  compaction id and type in the event's `extra`. One the worker refuses for lack of work ends as skipped, with
+  Hive's reason, and emits nothing.
 """
 
 
 @dag(
     dag_id="acid_compact",
+    description="Queue a major, minor or rebalance compaction of a table or partition (or of every partition that "
+                "needs one) and run it on Spark",
     schedule=None,
     catchup=False,
     tags=["acid", "compaction"],
     doc_md=DOC_MD,
     params={
         **table_params(),
-        "partition": Param(None, type=["null", "string"], pattern=PARTITION,
-                           description="Partition name, e.g. ds=2026-01-01/hr=3 (null for an unpartitioned table)."),
+        "partition": Param(None, type=["null", "string"], maxLength=1000,
+                           description=f"Partition name, {PARTITION_EXPECTED}; empty: the whole table (every "
+                                       "partition that needs it, on a partitioned table)."),
         "type": Param("major", type="string", enum=list(REQUESTABLE_TYPES), description="Compaction type."),
-        "number_of_buckets": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_REBALANCE_BUCKETS,
-                                   description="rebalance only: CLUSTERED INTO n BUCKETS (empty: the number of "
-                                               "bucket ids the partition has now)."),
-        "pyspark_memory": Param(None, type=["null", "string"], pattern=r"^[0-9]{1,9}[kKmMgGtT]?[bB]?$",
+        "number_of_buckets": NUMBERS["number_of_buckets"].param(
+            None, "rebalance only: CLUSTERED INTO n BUCKETS (empty: the number of bucket ids the partition has now)",
+            nullable=True),
+        "pyspark_memory": Param(None, type=["null", "string"], maxLength=32,
                                 description="The Spark job's Python worker memory cap (spark.executor.pyspark.memory"
-                                            ", e.g. 3g) for this run; empty: the table's "
+                                            ", a Spark size such as 3g) for this run; empty: the table's "
                                             "compactor.spark.executor.pyspark.memory, else 2g."),
         "properties": Param({}, type="object", maxProperties=64,
                             description="This run's WITH OVERWRITE TBLPROPERTIES: compactor.spark.<setting> (e.g. "
                                         "compactor.spark.executor.memory: 8g) and the job queue "
                                         "(compactor.hive.compactor.job.queue), over the table's and the database's."),
-        "pool": Param(None, type=["null", "string"], pattern=POOL_NAME,
-                      description="Compaction pool (POOL 'name'); empty: the table's or database's "
-                                  "hive.compactor.worker.pool, else default."),
-        "wait": Param(True, type="boolean", description="Run the compaction on Spark in this DAG run."),
+        "pool": Param(None, type=["null", "string"], maxLength=128,
+                      description="Compaction pool (POOL 'name': letters, digits, _, - and .); empty: the table's or "
+                                  "database's hive.compactor.worker.pool, else default."),
+        "wait": Param(True, type="boolean", description="Run the compactions on Spark in this DAG run."),
     },
 )
 def acid_compact():
-    @task
-    def enqueue(params=None) -> int:
-        """Check the table and partition, queue the compaction; returns its id (or the already queued one's)."""
-        import logging
-        import re
-
-        from acid_core.errors import AcidError
-        from acid_core.layout import parse_partition_dir_name
-        from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
-        from acid_core.metastore.properties import PYSPARK_MEMORY_PROPERTY, spark_conf_of
-        from acid_plugin.hooks import AcidMetastoreHook
-
-        log = logging.getLogger("airflow.task")
-        database, table, partition = params["database"], params["table"], params.get("partition")
-        if partition is not None and not re.match(PARTITION, partition):
-            raise ValueError(f"acid_compact: malformed partition {partition!r}: expected key=value[/key=value...]")
-        compaction_type = CompactionType.parse(params["type"])
-        buckets = params.get("number_of_buckets")
-        try:
-            check_number_of_buckets(compaction_type, buckets)
-        except AcidError as exc:
-            raise ValueError(f"acid_compact: {exc}") from None
-        with AcidMetastoreHook().metastore() as metastore:
-            try:
-                info = metastore.catalog.require_transactional(database, table)
-                if compaction_type is CompactionType.REBALANCE and info.num_buckets > 0:
-                    raise ValueError(f"cannot rebalance {info.full_name}: {REBALANCE_BUCKETED_MESSAGE}")
-                if info.partition_keys:
-                    if partition is None:
-                        raise ValueError(f"table {info.full_name} is partitioned: give a partition")
-                    name = info.partition_name(parse_partition_dir_name(partition))
-                    known = {p.name for p in metastore.catalog.list_partitions(database, table)}
-                    if name not in known:
-                        raise ValueError(f"table {info.full_name} has no partition {name!r}")
-                elif partition is not None:
-                    raise ValueError(f"table {info.full_name} is not partitioned, got partition {partition!r}")
-                else:
-                    name = None
-            except AcidError as exc:
-                raise RuntimeError(f"acid_compact: refusing {database}.{table}: {exc}") from exc
-            memory = params.get("pyspark_memory")
-            overwrite = {str(key): str(value) for key, value in (params.get("properties") or {}).items()}
-            if memory:
-                overwrite[PYSPARK_MEMORY_PROPERTY] = memory
-            try:
-                for key, value in overwrite.items():  # every one must be a compaction setting, and a valid one
-                    if spark_conf_of(key, value, what="the properties param's") is None:
-                        raise ValueError(f"acid_compact: the properties param's {key!r} is not a compaction setting "
-                                         "(compactor.spark.<setting> or compactor.hive.compactor.job.queue)")
-                result = metastore.compactions.enqueue(
-                    info.database, info.name, name, compaction_type, number_of_buckets=buckets,
-                    pool=params.get("pool") or None, properties=overwrite or None)
-            except AcidError as exc:
-                raise ValueError(f"acid_compact: {exc}") from None
-        log.info("acid_compact: %s", result.message)
-        return result.compaction_id
+    @task(map_index_template="{{ acid_request }}")
+    def enqueue(params=None, ti=None) -> list[int]:
+        """Check the request, queue the compactions; returns their ids (an already queued one's id is reused)."""
+        return _enqueue(params, ti)
 
     @task.short_circuit
-    def run_now(compaction_id: int, params=None) -> bool:
-        """Go on to the Spark job when `wait`; otherwise the acid_worker DAG runs the compaction at its next run."""
+    def run_now(compaction_ids: list[int], params=None) -> bool:
+        """Go on to the Spark jobs when `wait`; otherwise the acid_worker DAG runs the compactions at its next run."""
         import logging
 
         if not params["wait"]:
             logging.getLogger("airflow.task").info(
-                "acid_compact: compaction %d queued; the worker DAG of its pool runs it at its next run", compaction_id)
+                "acid_compact: compactions %s queued; the worker DAG of their pool runs them at its next run",
+                list(compaction_ids))
         return bool(params["wait"])
 
-    compaction_id = enqueue()
-    compact = AcidCompactionOperator(task_id="compact", compaction_id=compaction_id, pool=COMPACTION_POOL,
-                                     outlets=[COMPACTED])
-    run_now(compaction_id) >> compact
+    compaction_ids = enqueue()
+    compact = AcidCompactionOperator.partial(
+        task_id="compact", pool=COMPACTION_POOL, outlets=[COMPACTED, COMPACTED_TABLES],
+        map_index_template="{{ acid_compaction }}").expand(compaction_id=compaction_ids)
+    run_now(compaction_ids) >> compact
+
+
+def _enqueue(params, ti) -> list[int]:
+    """The `enqueue` task: refusals fail it with one line and an `outcome` XCom; nothing to compact skips it."""
+    import logging
+
+    from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
+    from acid_core.compaction.requests import PARTITIONS_SHOWN, listed, partitions_to_compact
+    from acid_core.errors import AcidError, NoSuchObjectError
+    from acid_core.layout import parse_partition_dir_name
+    from acid_core.metastore.properties import PYSPARK_MEMORY_PROPERTY, spark_conf_of
+    from acid_plugin.hooks import AcidMetastoreHook
+    from acid_plugin.outcomes import nothing_to_do, push_outcome, refuse
+    from acid_plugin.params import check_numbers, check_partition, check_pool
+    from airflow.sdk import get_current_context
+
+    log = logging.getLogger("airflow.task")
+    database, table, partition = params["database"], params["table"], params.get("partition") or None
+    request = {"database": database, "table": table, "partition": partition}
+    get_current_context()["acid_request"] = (  # the task's label in the UI: which table this run compacts
+        f"{database}.{table}" + (f" partition {partition}" if partition else " (every partition that needs it)"))
+    try:
+        check_partition(partition)
+        check_numbers(params, NUMBERS)
+        pool = check_pool(params.get("pool"))
+        compaction_type = CompactionType.parse(params["type"])
+        buckets = params.get("number_of_buckets")
+        check_number_of_buckets(compaction_type, buckets)
+    except (ValueError, AcidError) as exc:
+        raise refuse(ti, f"acid_compact: {exc}", **request) from None
+    with AcidMetastoreHook().metastore() as metastore:
+        try:
+            info = metastore.catalog.require_transactional(database, table)
+            if compaction_type is CompactionType.REBALANCE and info.num_buckets > 0:
+                raise refuse(ti, f"acid_compact: cannot rebalance {info.full_name}: {REBALANCE_BUCKETED_MESSAGE}",
+                             **request)
+            if info.partition_keys and partition is not None:
+                name = info.partition_name(parse_partition_dir_name(partition))
+                known = [p.name for p in metastore.catalog.list_partitions(info.database, info.name)]
+                if name not in known:
+                    raise refuse(ti, f"acid_compact: table {info.full_name} has no partition {name!r}; its "
+                                     f"partitions: {listed(known)}", **request, partitions=known[:PARTITIONS_SHOWN],
+                                 more_partitions=max(0, len(known) - PARTITIONS_SHOWN))
+                targets = [name]
+            elif info.partition_keys:
+                targets = partitions_to_compact(metastore, info)
+                if not targets:
+                    raise nothing_to_do(ti, f"acid_compact: no partition of {info.full_name} has anything to "
+                                            "compact; nothing queued", **request, compaction_ids=[])
+            elif partition is not None:
+                raise refuse(ti, f"acid_compact: table {info.full_name} is not partitioned, got partition "
+                                 f"{partition!r}", **request)
+            else:
+                targets = [None]
+        except NoSuchObjectError as exc:  # an unknown database or table
+            raise refuse(ti, f"acid_compact: refusing {database}.{table}: {exc}", **request) from None
+        except AcidError as exc:  # not a full ACID table, a partition spec that does not fit the table
+            raise refuse(ti, f"acid_compact: refusing {database}.{table}: {exc}", **request) from None
+        memory = params.get("pyspark_memory")
+        overwrite = {str(key): str(value) for key, value in (params.get("properties") or {}).items()}
+        if memory:
+            overwrite[PYSPARK_MEMORY_PROPERTY] = memory
+        try:
+            for key, value in overwrite.items():  # every one must be a compaction setting, and a valid one
+                if spark_conf_of(key, value, what="the properties param's") is None:
+                    raise ValueError(f"the properties param's {key!r} is not a compaction setting "
+                                     "(compactor.spark.<setting> or compactor.hive.compactor.job.queue)")
+            results = [metastore.compactions.enqueue(info.database, info.name, target, compaction_type,
+                                                     number_of_buckets=buckets, pool=pool,
+                                                     properties=overwrite or None) for target in targets]
+        except (ValueError, AcidError) as exc:
+            raise refuse(ti, f"acid_compact: {exc}", **request) from None
+    for result in results:
+        log.info("acid_compact: %s", result.message)
+    ids = [result.compaction_id for result in results]
+    push_outcome(ti, ok=True, reason=f"acid_compact: {len(ids)} compactions of {info.full_name} queued: {ids}",
+                 **request, compaction_ids=ids, partitions=[t for t in targets if t is not None])
+    return ids
 
 
 acid_compact()

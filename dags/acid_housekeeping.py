@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import Param, dag, task
+from acid_plugin.params import Bounds
+from airflow.sdk import dag, task
+
+# checked in the tasks (the trigger form would clamp a number to a schema range without a word)
+NUMBERS = {"worker_timeout_seconds": Bounds(1), "txn_timeout_seconds": Bounds(1), "lease_timeout_seconds": Bounds(1),
+           "history_succeeded": Bounds(0, 100), "history_failed": Bounds(0, 100),
+           "history_did_not_initiate": Bounds(0, 100), "history_refused": Bounds(0, 100),
+           "history_timeout_seconds": Bounds(0), "working_warning_seconds": Bounds(1)}
 
 DOC_MD = """
 ### ACID housekeeping
@@ -29,36 +36,40 @@ revertTimedoutWorkers:
    history, so snapshots and their ValidTxnList stay as small as the open work.
 
 Every step is a compare-and-swap or an idempotent delete, so overlapping runs are safe.
+
+Beside it, `metrics` sends Hive's ACID gauges (queue counts and ages, open and aborted transactions, locks) through
+Airflow's `Stats` (README, "Metrics and alerts"), and `alert_long_running` alerts once per attempt (the configured
+notifier) on each compaction `working` longer than `working_warning_seconds`.
 """
 
 
 @dag(
     dag_id="acid_housekeeping",
+    description="Time-outs, dead compaction workers, killed writes' staging, reader leases, history purge",
     schedule=timedelta(minutes=1),
     catchup=False,
     max_active_runs=1,
     tags=["acid", "maintenance"],
     doc_md=DOC_MD,
     params={
-        "worker_timeout_seconds": Param(86400, type="integer", minimum=1,
-                                        description="hive.compactor.worker.timeout in seconds."),
-        "txn_timeout_seconds": Param(300, type="integer", minimum=1, description="hive.txn.timeout in seconds."),
-        "lease_timeout_seconds": Param(300, type="integer", minimum=1,
-                                       description="Reader leases not heartbeated for this long expire."),
-        "history_succeeded": Param(3, type="integer", minimum=0, maximum=100,
-                                   description="metastore.compactor.history.retention.succeeded"),
-        "history_failed": Param(3, type="integer", minimum=0, maximum=100,
-                                description="metastore.compactor.history.retention.failed"),
-        "history_did_not_initiate": Param(2, type="integer", minimum=0, maximum=100,
-                                          description="metastore.compactor.history.retention.did.not.initiate"),
-        "history_refused": Param(3, type="integer", minimum=0, maximum=100,
-                                 description="metastore.compactor.history.retention.refused"),
-        "history_timeout_seconds": Param(604800, type="integer", minimum=0,
-                                         description="metastore.compactor.history.retention.timeout in seconds."),
+        "worker_timeout_seconds": NUMBERS["worker_timeout_seconds"].param(
+            86400, "hive.compactor.worker.timeout in seconds"),
+        "txn_timeout_seconds": NUMBERS["txn_timeout_seconds"].param(300, "hive.txn.timeout in seconds"),
+        "lease_timeout_seconds": NUMBERS["lease_timeout_seconds"].param(
+            300, "Reader leases not heartbeated for this long expire"),
+        "history_succeeded": NUMBERS["history_succeeded"].param(3, "metastore.compactor.history.retention.succeeded"),
+        "history_failed": NUMBERS["history_failed"].param(3, "metastore.compactor.history.retention.failed"),
+        "history_did_not_initiate": NUMBERS["history_did_not_initiate"].param(
+            2, "metastore.compactor.history.retention.did.not.initiate"),
+        "history_refused": NUMBERS["history_refused"].param(3, "metastore.compactor.history.retention.refused"),
+        "history_timeout_seconds": NUMBERS["history_timeout_seconds"].param(
+            604800, "metastore.compactor.history.retention.timeout in seconds"),
+        "working_warning_seconds": NUMBERS["working_warning_seconds"].param(
+            7200, "Alert (once per attempt) on a compaction working longer than this"),
     },
 )
 def acid_housekeeping():
-    @task
+    @task(multiple_outputs=False)  # one XCom, not one per key
     def housekeep_metastore(params=None) -> dict:
         """One housekeeping run; returns what changed."""
         import dataclasses
@@ -67,8 +78,10 @@ def acid_housekeeping():
         from acid_core.housekeeping import housekeep
         from acid_core.metastore.compactions import HistoryRetention
         from acid_plugin.hooks import AcidMetastoreHook
+        from acid_plugin.params import check_numbers
 
         log = logging.getLogger("airflow.task")
+        check_numbers(params, NUMBERS)  # refused in words, never clamped
         history = HistoryRetention(succeeded=int(params["history_succeeded"]), failed=int(params["history_failed"]),
                                    did_not_initiate=int(params["history_did_not_initiate"]),
                                    refused=int(params["history_refused"]),
@@ -84,7 +97,46 @@ def acid_housekeeping():
         summary["summary"] = report.summary()
         return summary
 
+    @task(multiple_outputs=False)  # one XCom, not one per gauge
+    def metrics() -> dict:
+        """Send Hive's ACID gauges through Airflow's Stats; returns them."""
+        from acid_core.metrics import collect, gauges
+        from acid_plugin.hooks import AcidMetastoreHook
+        from acid_plugin.metrics import emit_gauges
+
+        with AcidMetastoreHook().metastore() as metastore:
+            values = gauges(collect(metastore))
+        emit_gauges(values)
+        return values
+
+    @task
+    def alert_long_running(params=None, **context) -> list[int]:
+        """Alert on compactions working longer than `working_warning_seconds`, once per attempt (the Airflow
+        Variable `acid_working_alerted.<connection>` remembers which); returns their ids."""
+        import json
+
+        from acid_core.alerts import working_too_long
+        from acid_plugin.alerts import send_alerts
+        from acid_plugin.hooks import AcidMetastoreHook
+        from airflow.sdk import Variable
+
+        hook = AcidMetastoreHook()
+        with hook.metastore() as metastore:
+            found = working_too_long(metastore, warning_ms=int(params["working_warning_seconds"]) * 1000)
+            starts = {alert.compaction_id: metastore.compactions.get(alert.compaction_id) for alert in found}
+        key = f"acid_working_alerted.{hook.acid_metastore_conn_id}"
+        alerted = json.loads(Variable.get(key, default="{}"))
+        current = {str(i): entry.start_ms for i, entry in starts.items() if entry is not None}
+        fresh = [alert for alert in found if alerted.get(str(alert.compaction_id)) != current.get(
+            str(alert.compaction_id))]
+        send_alerts(context, fresh)
+        if current != alerted:
+            Variable.set(key, json.dumps(current))
+        return [alert.compaction_id for alert in fresh]
+
     housekeep_metastore()
+    metrics()
+    alert_long_running()
 
 
 acid_housekeeping()

@@ -6,8 +6,13 @@ No work at import time: acid_core and the hook are imported inside the tasks.
 from __future__ import annotations
 
 from acid_plugin.assets import QUEUED
-from acid_plugin.params import interval_from_env
+from acid_plugin.params import Bounds, interval_from_env
 from airflow.sdk import Param, dag, task
+
+# checked in `poll` (the trigger form would clamp a number to a schema range without a word)
+NUMBERS = {"fetch_size": Bounds(1, 5000), "delta_num_threshold": Bounds(0), "delta_pct_threshold": Bounds(0, integer=False),
+           "aborted_threshold": Bounds(0), "aborted_time_threshold_seconds": Bounds(-1), "failed_threshold": Bounds(0),
+           "failed_retry_seconds": Bounds(0)}
 
 # Where the poll keeps its cursor, + "." + the metastore connection id. The name is from when it held the time of the
 # last poll in milliseconds; the core still accepts such a value as a cursor, so an upgrade continues where it was.
@@ -41,6 +46,7 @@ The schedule is `ACID_INITIATOR_INTERVAL_SECONDS` (default 300, `hive.compactor.
 
 @dag(
     dag_id="acid_initiator",
+    description="Hive's Initiator: queue the compactions that tables and partitions need (runs none)",
     schedule=interval_from_env("ACID_INITIATOR_INTERVAL_SECONDS", 300),
     catchup=False,
     max_active_runs=1,
@@ -50,23 +56,22 @@ The schedule is `ACID_INITIATOR_INTERVAL_SECONDS` (default 300, `hive.compactor.
         "dry_run": Param(False, type="boolean", description="Log what would be queued and why; change nothing."),
         "full_scan": Param(False, type="boolean",
                            description="Start again from the first recorded write, not where the last poll stopped."),
-        "fetch_size": Param(1000, type="integer", minimum=1, maximum=5000,
-                            description="metastore.compactor.fetch.size: candidates looked at in one poll; the "
-                                        "next poll continues with the rest."),
-        "delta_num_threshold": Param(10, type="integer", minimum=0, description="hive.compactor.delta.num.threshold"),
-        "delta_pct_threshold": Param(0.1, type="number", minimum=0, description="hive.compactor.delta.pct.threshold"),
-        "aborted_threshold": Param(1000, type="integer", minimum=0, description="hive.compactor.abortedtxn.threshold"),
-        "aborted_time_threshold_seconds": Param(
-            43200, type="integer", minimum=-1,
-            description="hive.compactor.aborted.txn.time.threshold in seconds (-1 disables it)."),
-        "failed_threshold": Param(2, type="integer", minimum=0,
-                                  description="metastore.compactor.initiator.failed.compacts.threshold"),
-        "failed_retry_seconds": Param(604800, type="integer", minimum=0,
-                                      description="metastore.compactor.initiator.failed.retry.time in seconds"),
+        "fetch_size": NUMBERS["fetch_size"].param(
+            1000, "metastore.compactor.fetch.size: candidates looked at in one poll; the next poll continues with "
+                  "the rest"),
+        "delta_num_threshold": NUMBERS["delta_num_threshold"].param(10, "hive.compactor.delta.num.threshold"),
+        "delta_pct_threshold": NUMBERS["delta_pct_threshold"].param(0.1, "hive.compactor.delta.pct.threshold"),
+        "aborted_threshold": NUMBERS["aborted_threshold"].param(1000, "hive.compactor.abortedtxn.threshold"),
+        "aborted_time_threshold_seconds": NUMBERS["aborted_time_threshold_seconds"].param(
+            43200, "hive.compactor.aborted.txn.time.threshold in seconds; -1 disables it"),
+        "failed_threshold": NUMBERS["failed_threshold"].param(
+            2, "metastore.compactor.initiator.failed.compacts.threshold"),
+        "failed_retry_seconds": NUMBERS["failed_retry_seconds"].param(
+            604800, "metastore.compactor.initiator.failed.retry.time in seconds"),
     },
 )
 def acid_initiator():
-    @task
+    @task(multiple_outputs=False)  # one XCom, not one per key
     def poll(params=None, ti=None) -> dict:
         """One initiator cycle. Returns `{"queued": [compaction ids], "complete": bool, "cursor": str}`: the
         compactions this poll queued (none on a dry run), and whether it saw every candidate."""
@@ -75,10 +80,15 @@ def acid_initiator():
         from acid_core.compaction.initiator import initiator_cycle
         from acid_core.errors import UsageError
         from acid_plugin.hooks import AcidMetastoreHook
+        from acid_plugin.params import check_numbers
         from airflow.sdk import Variable
         from airflow.sdk.exceptions import AirflowFailException
 
         log = logging.getLogger("airflow.task")
+        try:
+            check_numbers(params, NUMBERS)
+        except ValueError as exc:
+            raise AirflowFailException(f"initiator: {exc}") from None
         hook = AcidMetastoreHook()
         dry_run = bool(params["dry_run"])
         fetch_size = int(params["fetch_size"])
@@ -107,6 +117,11 @@ def acid_initiator():
                            "pool": (decision.pool or "default") if kind else None,
                            "reason": decision.reason, "compaction_id": decision.compaction_id})
         ti.xcom_push(key="decisions", value=report)
+        if not dry_run:
+            from acid_core.metrics import initiator_gauges
+            from acid_plugin.metrics import emit_gauges
+
+            emit_gauges(initiator_gauges(cycle.decisions))
         if not cycle.complete:
             log.info("initiator: fetch_size %d cut the candidates short; the next poll continues from there",
                      fetch_size)

@@ -7,8 +7,10 @@ while it sets and unsets the properties in one metastore transaction.
 
 from __future__ import annotations
 
-from acid_plugin.params import table_params
+from acid_plugin.params import Bounds, table_params
 from airflow.sdk import Param, dag, task
+
+NUMBERS = {"delta_num_threshold": Bounds(0), "delta_pct_threshold": Bounds(0, integer=False)}
 
 DOC_MD = """
 ### ACID table settings
@@ -21,12 +23,15 @@ reads:
 - `delta_pct_threshold` → `compactorthreshold.hive.compactor.delta.pct.threshold` (number >= 0).
 - `clear_thresholds` removes both threshold properties (cannot be combined with new threshold values).
 
-An unknown or non-transactional table fails the run and changes nothing. Returns the table's resulting properties.
+An unknown or non-transactional table, or a value out of range (`-1`), fails the run with one line saying what is
+expected and changes nothing (the XCom `outcome` says the same: `{"ok": false, "reason": ...}`). Returns the table's
+resulting properties (one XCom).
 """
 
 
 @dag(
     dag_id="acid_table_settings",
+    description="Set or clear a table's NO_AUTO_COMPACTION and compaction threshold overrides",
     schedule=None,
     catchup=False,
     tags=["acid", "settings"],
@@ -35,60 +40,72 @@ An unknown or non-transactional table fails the run and changes nothing. Returns
         **table_params(),
         "no_auto_compaction": Param("leave", type="string", enum=["leave", "true", "false", "clear"],
                                     description="Set NO_AUTO_COMPACTION to true/false, clear it, or leave it."),
-        "delta_num_threshold": Param(None, type=["null", "integer"], minimum=0,
-                                     description="compactorthreshold.hive.compactor.delta.num.threshold"),
-        "delta_pct_threshold": Param(None, type=["null", "number"], minimum=0,
-                                     description="compactorthreshold.hive.compactor.delta.pct.threshold"),
+        "delta_num_threshold": NUMBERS["delta_num_threshold"].param(
+            None, "compactorthreshold.hive.compactor.delta.num.threshold", nullable=True),
+        "delta_pct_threshold": NUMBERS["delta_pct_threshold"].param(
+            None, "compactorthreshold.hive.compactor.delta.pct.threshold", nullable=True),
         "clear_thresholds": Param(False, type="boolean", description="Remove both threshold properties."),
     },
 )
 def acid_table_settings():
-    @task
-    def apply_settings(params=None) -> dict[str, str]:
+    @task(multiple_outputs=False)  # one XCom, not one per property
+    def apply_settings(params=None, ti=None) -> dict[str, str]:
         """Validate, then set / unset the properties; returns the table's resulting properties."""
-        import logging
+        try:
+            return _apply_settings(params)
+        except ValueError as exc:
+            from acid_plugin.outcomes import refuse
 
-        from acid_core.errors import AcidError
-        from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, check_settings
-        from acid_plugin.hooks import AcidMetastoreHook
-
-        log = logging.getLogger("airflow.task")
-        database, table = params["database"], params["table"]
-        to_set: dict[str, str] = {}
-        to_unset: list[str] = []
-        choice = params["no_auto_compaction"]
-        if choice in ("true", "false"):
-            to_set["NO_AUTO_COMPACTION"] = choice
-        elif choice == "clear":
-            to_unset.append("NO_AUTO_COMPACTION")
-        elif choice != "leave":
-            raise ValueError(f"no_auto_compaction must be leave/true/false/clear, got {choice!r}")
-        num, pct = params.get("delta_num_threshold"), params.get("delta_pct_threshold")
-        if params.get("clear_thresholds"):
-            if num is not None or pct is not None:
-                raise ValueError("clear_thresholds cannot be combined with delta_num_threshold/delta_pct_threshold")
-            to_unset += [DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY]
-        if num is not None:
-            if isinstance(num, bool) or int(num) != num or num < 0:
-                raise ValueError(f"delta_num_threshold must be a whole number >= 0, got {num!r}")
-            to_set[DELTA_NUM_PROPERTY] = str(int(num))
-        if pct is not None:
-            if isinstance(pct, bool) or float(pct) < 0:
-                raise ValueError(f"delta_pct_threshold must be a number >= 0, got {pct!r}")
-            to_set[DELTA_PCT_PROPERTY] = str(pct)
-
-        with AcidMetastoreHook().metastore() as metastore:
-            try:
-                info = metastore.catalog.require_transactional(database, table)  # unknown / non-ACID: fail here
-            except AcidError as exc:
-                raise RuntimeError(f"acid_table_settings: refusing {database}.{table}: {exc}") from exc
-            check_settings(to_set)
-            info = metastore.catalog.alter_table_params(database, table, set_params=to_set, unset=to_unset,
-                                                        if_exists=True)
-        log.info("acid_table_settings: %s set %s, unset %s", info.full_name, to_set, to_unset)
-        return dict(info.params)
+            raise refuse(ti, f"acid_table_settings: {exc}", database=params["database"],
+                         table=params["table"]) from None
 
     apply_settings()
+
+
+def _apply_settings(params) -> dict[str, str]:
+    """Raises ValueError: a refusal, in one line (the task fails with it)."""
+    import logging
+
+    from acid_core.errors import AcidError
+    from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, check_settings
+    from acid_plugin.hooks import AcidMetastoreHook
+    from acid_plugin.params import check_numbers
+
+    log = logging.getLogger("airflow.task")
+    database, table = params["database"], params["table"]
+    check_numbers(params, NUMBERS)  # refused, not clamped
+    to_set: dict[str, str] = {}
+    to_unset: list[str] = []
+    choice = params["no_auto_compaction"]
+    if choice in ("true", "false"):
+        to_set["NO_AUTO_COMPACTION"] = choice
+    elif choice == "clear":
+        to_unset.append("NO_AUTO_COMPACTION")
+    elif choice != "leave":
+        raise ValueError(f"no_auto_compaction must be leave/true/false/clear, got {choice!r}")
+    num, pct = params.get("delta_num_threshold"), params.get("delta_pct_threshold")
+    if params.get("clear_thresholds"):
+        if num is not None or pct is not None:
+            raise ValueError("clear_thresholds cannot be combined with delta_num_threshold/delta_pct_threshold")
+        to_unset += [DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY]
+    if num is not None:
+        to_set[DELTA_NUM_PROPERTY] = str(int(num))
+    if pct is not None:
+        to_set[DELTA_PCT_PROPERTY] = str(pct)
+
+    with AcidMetastoreHook().metastore() as metastore:
+        try:
+            info = metastore.catalog.require_transactional(database, table)  # unknown / non-ACID: fail here
+        except AcidError as exc:
+            raise ValueError(f"refusing {database}.{table}: {exc}") from None
+        try:
+            check_settings(to_set)
+        except AcidError as exc:
+            raise ValueError(str(exc)) from None
+        info = metastore.catalog.alter_table_params(database, table, set_params=to_set, unset=to_unset,
+                                                    if_exists=True)
+    log.info("acid_table_settings: %s set %s, unset %s", info.full_name, to_set, to_unset)
+    return dict(info.params)
 
 
 acid_table_settings()

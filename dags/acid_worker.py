@@ -9,15 +9,16 @@ only that pool's slots. No work at import time: acid_core and the hook are impor
 
 from __future__ import annotations
 
-from acid_plugin.assets import COMPACTED, QUEUED
+from acid_plugin.assets import COMPACTED, COMPACTED_TABLES, QUEUED
 from acid_plugin.operators import AcidCompactionOperator
-from acid_plugin.params import interval_from_env
+from acid_plugin.params import Bounds, check_numbers, interval_from_env
 from acid_plugin.pools import airflow_pool, configured_pools, worker_dag_id
-from airflow.sdk import AssetOrTimeSchedule, DeltaTriggerTimetable, Param, dag, task
+from airflow.sdk import AssetOrTimeSchedule, DeltaTriggerTimetable, dag, task
 
 MAX_ACTIVE_RUNS = 16
 FINISHED_TASK_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 POOL_TIMEOUT_SECONDS = 12 * 3600  # Hive's hive.compactor.worker.pool.timeout
+NUMBERS = {"max_compactions": Bounds(0, 10000), "pool_timeout_seconds": Bounds(0, 10**9)}
 
 
 def listed_variable(pool: str | None, conn_id: str) -> str:
@@ -39,8 +40,10 @@ by `acid_housekeeping`){which}.
 2. **`compact`** is mapped over them: one spark-submit job each (`spark_jobs/compact.py`, connection
    `spark_default`), in the Airflow pool `{airflow_pool}`, whose slots are this pool's worker-thread count
    (`hive.compactor.worker{threads}.threads`) and so cap its compactions running at once. A task succeeds when its
-   entry is `ready for cleaning` (or `refused` for lack of work) and emits the `acid_compacted` asset, which starts
-   `acid_cleaner`; it fails with the queue's error message when the compaction failed. An entry another worker
+   entry is `ready for cleaning` and emits the `acid_compacted` asset, which starts `acid_cleaner`, and
+   `acid_compacted.<db>.<table>` (both naming the compaction in the event's `extra`); one refused for lack of work
+   (Hive's refusal, not a failure) is skipped and emits nothing; it fails with the queue's one-line error message
+   when the compaction failed. An entry another worker
    holds is skipped and one compacted already succeeds without running anything, so no entry runs twice.
 
 **When it runs.** On every `acid_compaction_queued` asset event (a poll of `acid_initiator` that queued something)
@@ -54,13 +57,12 @@ def worker_dag(pool: str | None, *, labelled: tuple[str, ...] = ()):
     """The worker DAG of compaction pool `pool` (None: the default pool's `acid_worker`, which also serves every pool
     not in `labelled`, and, after `pool_timeout_seconds`, theirs too, as Hive's default pool does)."""
     dag_id = worker_dag_id(pool)
-    params = {"max_compactions": Param(100, type="integer", minimum=0, maximum=10000,
-                                       description="Run at most this many queued compactions in this DAG run.")}
+    params = {"max_compactions": NUMBERS["max_compactions"].param(
+        100, "Run at most this many queued compactions in this DAG run")}
     if pool is None:
-        params["pool_timeout_seconds"] = Param(
-            POOL_TIMEOUT_SECONDS, type="integer", minimum=0, maximum=10**9,
-            description="Also run compactions of the labelled pools (ACID_COMPACTION_POOLS) that have waited this "
-                        "long (Hive's hive.compactor.worker.pool.timeout); 0: never.")
+        params["pool_timeout_seconds"] = NUMBERS["pool_timeout_seconds"].param(
+            POOL_TIMEOUT_SECONDS, "Also run compactions of the labelled pools (ACID_COMPACTION_POOLS) that have waited "
+                                  "this long (Hive's hive.compactor.worker.pool.timeout); 0: never")
         doc = DOC_MD.format(title="", of_pool=" of the default compaction pool", threads="",
                             airflow_pool=airflow_pool(None),
                             which=(" whose pool is `default` or one without a worker DAG of its own (labelled pools, "
@@ -74,6 +76,8 @@ def worker_dag(pool: str | None, *, labelled: tuple[str, ...] = ()):
 
     @dag(
         dag_id=dag_id,
+        description=(f"Hive's Worker for compaction pool {pool}: " if pool else "Hive's Worker: ")
+        + "run the queued compactions on Spark, after each poll that queued some and on a timer",
         schedule=AssetOrTimeSchedule(
             timetable=DeltaTriggerTimetable(interval_from_env("ACID_WORKER_INTERVAL_SECONDS", 60)), assets=[QUEUED]),
         catchup=False,
@@ -89,7 +93,7 @@ def worker_dag(pool: str | None, *, labelled: tuple[str, ...] = ()):
             `max_compactions`, none that a still-active run of this DAG took and has not run yet."""
             return _list_compactions(pool, labelled, params, ti)
 
-        AcidCompactionOperator.partial(task_id="compact", pool=airflow_pool(pool), outlets=[COMPACTED],
+        AcidCompactionOperator.partial(task_id="compact", pool=airflow_pool(pool), outlets=[COMPACTED, COMPACTED_TABLES],
                                        map_index_template="{{ acid_compaction }}").expand(
             compaction_id=list_compactions())
 
@@ -104,6 +108,7 @@ def _list_compactions(pool: str | None, labelled: tuple[str, ...], params, ti) -
     from airflow.sdk import Variable
 
     log = logging.getLogger("airflow.task")
+    check_numbers(params, {name: bound for name, bound in NUMBERS.items() if name in params})
     hook = AcidMetastoreHook()
     key = listed_variable(pool, hook.acid_metastore_conn_id)
     try:

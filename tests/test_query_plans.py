@@ -15,7 +15,9 @@ import pytest
 from sqlalchemy import event
 
 from acid_core.compaction.initiator import initiator_cycle
+from acid_core.alerts import consecutive_failures, working_too_long
 from acid_core.housekeeping import housekeep
+from acid_core.metrics import collect
 from acid_core.metastore.compactions import CompactionType
 from acid_core.metastore.txns import Operation
 
@@ -76,7 +78,8 @@ def history(ms) -> tuple[int, int]:
     return still_open, ms.txns.allocate_write_ids([still_open], "default", "t")[still_open]
 
 
-@pytest.mark.parametrize("operation", ["snapshot", "commit", "initiator poll", "housekeeping", "worker listing"])
+@pytest.mark.parametrize("operation", ["snapshot", "commit", "initiator poll", "housekeeping", "worker listing",
+                                       "metrics and alerts"])
 def test_hot_queries_search_indexes(ms, operation):
     still_open, _ = history(ms)
     writer = ms.txns.open_txn()
@@ -94,6 +97,10 @@ def test_hot_queries_search_indexes(ms, operation):
         elif operation == "worker listing":  # the worker DAGs': one pool's entries, or all but the labelled pools'
             ms.compactions.initiated(limit=100, pool="etl")
             ms.compactions.initiated(limit=100, other_than=("etl", "hot"), pool_timeout_ms=43_200_000)
+        elif operation == "metrics and alerts":  # the metrics task, the long-running check, a failure's threshold
+            collect(ms)
+            working_too_long(ms, warning_ms=60_000)
+            consecutive_failures(ms, "default", "t", None, limit=2)
         else:
             housekeep(ms)
     assert statements

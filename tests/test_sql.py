@@ -39,7 +39,8 @@ COMPACTION_KEYS = ["compactionid", "dbname", "tabname", "partname", "type", "sta
                    "initiatorid", "poolname", "txnid", "nexttxnid", "committime", "hightestwriteid"]
 LOCK_KEYS = ["lockid", "database", "table", "partition", "lock_state", "blocked_by", "lock_type", "transaction_id",
              "last_heartbeat", "acquired_at", "user", "hostname", "agent_info"]
-NO_VALUE = " --- "
+LOCK_HEADERS = ["Lock ID", "Database", "Table", "Partition", "State", "Blocked By", "Type", "Transaction ID",
+                "Last Heartbeat", "Acquired At", "User", "Hostname", "Agent Info"]  # Hive's ShowLocksOperation
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -664,9 +665,24 @@ def test_show_compactions_columns_and_missing_values(metastore):
     assert failed["duration"] == history.end_ms - history.start_ms
     assert failed["enqueuetime"] == history.enqueue_ms and failed["starttime"] == history.start_ms
     assert (working["state"], working["workerhost"], working["workerid"], working["duration"]) == (
-        "working", "host2", "9", NO_VALUE)
+        "working", "host2", "9", None)  # jsonl: null where the table shows " --- "
     assert working["initiatorhost"] == metastore.db.identity.host and working["initiatorid"] == "manual"
-    assert working["partname"] == NO_VALUE and working["hightestwriteid"] == NO_VALUE
+    assert working["partname"] is None and working["hightestwriteid"] is None
+
+
+def test_show_compactions_prints_one_line_per_row_and_jsonl_nulls(metastore):
+    """A failure recorded as a traceback by an earlier version still prints as its one-line cause."""
+    sql(metastore, f"CREATE TABLE t (a int) {ACID}; ALTER TABLE t COMPACT 'major'")
+    metastore.compactions.claim(worker_id="host1-7", compaction_id=1)
+    metastore.compactions.mark_failed(1, "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+                                         "    raise OSError(2)\nFileNotFoundError: [Errno 2] No such file: 'b'\n")
+    text = sql(metastore, "SHOW COMPACTIONS")
+    assert len(text.splitlines()) == 3  # header, rule, the row
+    assert "FileNotFoundError: [Errno 2] No such file: 'b'" in text and "Traceback" not in text
+    [record] = records(metastore, "SHOW COMPACTIONS")
+    assert record["errormessage"] == "FileNotFoundError: [Errno 2] No such file: 'b'"
+    assert record["partname"] is None and record["hadoopjobid"] is None  # JSON null, not " --- "
+    assert ' --- ' not in sql(metastore, "SHOW COMPACTIONS", output_format="jsonl")
 
 
 def test_show_compactions_filters(metastore):
@@ -731,7 +747,7 @@ def test_show_transactions_lists_open_and_aborted(metastore):
 
 def test_show_locks_with_locks_held(metastore):
     sql(metastore, f"CREATE TABLE p (a int) PARTITIONED BY (k string) {ACID}; CREATE TABLE t (a int) {ACID}")
-    assert parse_table(sql(metastore, "SHOW LOCKS")) == (LOCK_KEYS, [])
+    assert parse_table(sql(metastore, "SHOW LOCKS")) == (LOCK_HEADERS, [])
     table_lock = metastore.locks.acquire([LockComponent("default", "t", None, LockType.EXCLUSIVE)], timeout_ms=1000,
                                          agent_info="a test")
     txn = metastore.txns.open_txn()
@@ -741,9 +757,9 @@ def test_show_locks_with_locks_held(metastore):
     assert all(list(row) == LOCK_KEYS for row in everything)
     assert [(r["lockid"], r["table"], r["partition"], r["lock_state"], r["lock_type"], r["transaction_id"],
              r["agent_info"]) for r in everything] == [
-        (table_lock, "t", NO_VALUE, "ACQUIRED", "EXCLUSIVE", NO_VALUE, "a test"),
-        (partition_lock, "p", "k=one", "ACQUIRED", "SHARED_WRITE", txn, NO_VALUE)]
-    assert everything[0]["blocked_by"] == NO_VALUE and everything[0]["user"] == metastore.db.identity.user
+        (table_lock, "t", None, "ACQUIRED", "EXCLUSIVE", None, "a test"),
+        (partition_lock, "p", "k=one", "ACQUIRED", "SHARED_WRITE", txn, None)]
+    assert everything[0]["blocked_by"] is None and everything[0]["user"] == metastore.db.identity.user
     assert [r["lockid"] for r in records(metastore, "SHOW LOCKS t")] == [table_lock]
     assert [r["lockid"] for r in records(metastore, "SHOW LOCKS default.p PARTITION (k='one') EXTENDED")] == [
         partition_lock]

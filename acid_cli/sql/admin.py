@@ -7,15 +7,13 @@ import time
 from acid_cli.hiveql import ast
 from acid_cli.sql.results import result, shown
 from acid_cli.sql.session import Session
-from acid_core.errors import MetastoreError, NoSuchObjectError, UsageError
+from acid_core.errors import MetastoreError, UsageError, one_line
 from acid_core.compaction.codes import (PENDING_STATES, REBALANCE_BUCKETED_MESSAGE, CompactionState,
                                         CompactionType)
+from acid_core.compaction.requests import partitions_to_compact, require_partition
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LOCK_ACQUIRED, LockType
 from acid_core.metastore.txns import TXN_OPEN
-from acid_core.locations import data_location
-from acid_core.state import get_acid_state
-from acid_core.validity import ValidWriteIdList
 
 COMPACTION_HEADERS = ("CompactionId", "Database", "Table", "Partition", "Type", "State", "Worker host", "Worker",
                       "Enqueue Time", "Start Time", "Duration(ms)", "HadoopJobId", "Error message", "Initiator host",
@@ -23,6 +21,11 @@ COMPACTION_HEADERS = ("CompactionId", "Database", "Table", "Partition", "Type", 
 COMPACTION_KEYS = ("compactionid", "dbname", "tabname", "partname", "type", "state", "workerhost", "workerid",
                    "enqueuetime", "starttime", "duration", "hadoopjobid", "errormessage", "initiatorhost",
                    "initiatorid", "poolname", "txnid", "nexttxnid", "committime", "hightestwriteid")
+# Hive's SHOW LOCKS header (ShowLocksOperation.dumpLockInfo); the keys name the fields in --format jsonl
+LOCK_HEADERS = ("Lock ID", "Database", "Table", "Partition", "State", "Blocked By", "Type", "Transaction ID",
+                "Last Heartbeat", "Acquired At", "User", "Hostname", "Agent Info")
+LOCK_KEYS = ("lockid", "database", "table", "partition", "lock_state", "blocked_by", "lock_type", "transaction_id",
+             "last_heartbeat", "acquired_at", "user", "hostname", "agent_info")
 _ORDER_ALIASES = {"id": "compactionid", "database": "dbname", "db": "dbname", "table": "tabname", "tablename": "tabname",
                   "partition": "partname", "partitionname": "partname", "enqueue_time": "enqueuetime",
                   "start_time": "starttime", "pool": "poolname", "highestwriteid": "hightestwriteid"}
@@ -41,7 +44,7 @@ def _compaction_row(info: CompactionInfo) -> tuple:
     initiator_host, initiator = _split_id(info.initiator_id)
     duration = info.end_ms - info.start_ms if info.end_ms is not None and info.start_ms is not None else None
     values = (info.id, info.database, info.table, info.partition, info.type.display, info.state.display, worker_host,
-              worker, info.enqueue_ms, info.start_ms, duration, info.hadoop_job_id, info.error_message,
+              worker, info.enqueue_ms, info.start_ms, duration, info.hadoop_job_id, one_line(info.error_message),
               initiator_host, initiator, info.pool_name or "default", info.txn_id, info.next_txn_id, info.commit_ms,
               info.highest_write_id)
     return tuple(shown(v) for v in values)
@@ -98,9 +101,7 @@ def show_locks(session: Session, statement: ast.ShowLocks) -> None:
              shown(f"{lock.blocked_by_lock_id}.{lock.blocked_by_internal_id}" if lock.blocked_by_lock_id else None),
              LockType(lock.lock_type).name, shown(lock.txn_id or None), lock.last_heartbeat_ms,
              shown(lock.acquired_at_ms), lock.user, lock.host, shown(lock.agent_info)) for lock in locks]
-    keys = ["lockid", "database", "table", "partition", "lock_state", "blocked_by", "lock_type", "transaction_id",
-            "last_heartbeat", "acquired_at", "user", "hostname", "agent_info"]
-    session.show(result(keys, keys, rows))
+    session.show(result(LOCK_HEADERS, LOCK_KEYS, rows))
 
 
 def abort_transactions(session: Session, statement: ast.AbortTransactions) -> None:
@@ -121,18 +122,6 @@ def abort_compactions(session: Session, statement: ast.AbortCompactions) -> None
                         [(i, "Success" if m.startswith("Successfully") else "Error", m) for i, m in results.items()]))
 
 
-def _partitions_to_compact(session: Session, database: str, table) -> list[str]:
-    """For ALTER TABLE ... COMPACT on a partitioned table without a partition: partitions with something to compact."""
-    names = []
-    everything = ValidWriteIdList.parse(f"{table.full_name}:9223372036854775807:9223372036854775807::")
-    for partition in session.metastore.catalog.list_partitions(database, table.name):
-        where = data_location(table, partition.name)
-        state = get_acid_state(where.path, write_ids=everything, missing_ok=True, fs=where.fs)
-        if len(state.deltas) + (1 if state.base else 0) > 1 or state.original_files:
-            names.append(partition.name)
-    return names
-
-
 def compact(session: Session, statement: ast.AlterTableCompact) -> None:
     database, name = session.qualify(statement.table)
     table = session.metastore.catalog.require_transactional(database, name)
@@ -141,12 +130,10 @@ def compact(session: Session, statement: ast.AlterTableCompact) -> None:
         raise UsageError(f"cannot rebalance {table.full_name}: {REBALANCE_BUCKETED_MESSAGE}")
     if statement.partition is not None:
         partition = table.partition_name(statement.partition.to_dict())
-        known = {p.name for p in session.metastore.catalog.list_partitions(database, name)}
-        if partition not in known:
-            raise NoSuchObjectError(f"table {table.full_name} has no partition {partition!r}")
+        require_partition(session.metastore, table, partition)
         targets = [partition]
     elif table.partition_keys:
-        targets = _partitions_to_compact(session, database, table)
+        targets = partitions_to_compact(session.metastore, table)
         if not targets:
             session.say(f"No partition of {table.full_name} has anything to compact")
             return

@@ -8,7 +8,7 @@ from typing import TextIO
 
 from acid_cli.output import to_json_value, write_table
 from acid_cli.sql.engine import SparkEngine
-from acid_cli.sql.results import ResultSet
+from acid_cli.sql.results import NO_VALUE, ResultSet
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import DEFAULT_DATABASE
 
@@ -47,9 +47,12 @@ class Session:
             self.out.write(message + "\n")
 
     def show(self, result: ResultSet) -> None:
+        """An aligned table, or one JSON object a row in jsonl (a missing value: Hive's " --- " in the table, null
+        in JSON)."""
         if self.output_format == "jsonl":
             for row in result.rows:
-                record = {key: to_json_value(value) for key, value in zip(result.keys, row)}
+                record = {key: None if isinstance(value, str) and value == NO_VALUE else to_json_value(value)
+                          for key, value in zip(result.keys, row)}
                 self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
             write_table(result.headers, result.rows, self.out)

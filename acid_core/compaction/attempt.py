@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 
 from acid_core.compaction.codes import CompactionState
-from acid_core.errors import CompactionStateError
+from acid_core.errors import CompactionStateError, one_line
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionInfo
 
@@ -86,11 +86,12 @@ def after_run(metastore: Metastore, compaction_id: int, *, worker_id: str | None
     """
     entry = metastore.compactions.get(compaction_id)
     if entry is not None and entry.state is CompactionState.INITIATED:
-        message = f"{launcher} did not start the compaction: {launch_error or 'it ended without claiming it'}"
+        message = one_line(f"{launcher} did not start the compaction: "
+                           f"{one_line(launch_error) or 'it ended without claiming it'}")
         try:
             metastore.compactions.claim(worker_id=worker_id or f"{metastore.db.identity.host}-launcher",
                                         compaction_id=compaction_id)
-            metastore.compactions.mark_failed(compaction_id, message[:4000])
+            metastore.compactions.mark_failed(compaction_id, message)
         except CompactionStateError:
             pass
         entry = metastore.compactions.get(compaction_id)

@@ -46,6 +46,7 @@ class CleanResult:
     removed: tuple[str, ...] = ()
     skipped_paths: tuple[str, ...] = ()
     message: str = ""
+    bytes_removed: int = 0  # the files directly inside the removed entries (what a dry run would remove)
 
 
 def clean(metastore: Metastore, *, dry_run: bool = False, retention_ms: int = 0, trash_dir: str | None = None,
@@ -130,9 +131,11 @@ def _where(entry: CompactionInfo) -> str:
 
 def _clean_entry(metastore: Metastore, entry: CompactionInfo, *, dry_run: bool, trash_dir: str | None, run_id: str,
                  log: Callable[[str], None]) -> CleanResult:
+    removed_bytes = 0
+
     def result(outcome: str, removed=(), skipped=(), message: str = "") -> CleanResult:
         return CleanResult(entry.id, entry.full_table_name, entry.partition, outcome, tuple(removed), tuple(skipped),
-                           message)
+                           message, removed_bytes)
 
     queue = metastore.compactions
     try:
@@ -181,6 +184,7 @@ def _clean_entry(metastore: Metastore, entry: CompactionInfo, *, dry_run: bool, 
             skipped.append(path)
             log(f"skipped {path}: {link} is a symbolic link, which the cleaner never follows")
             continue
+        removed_bytes += _bytes_in(fs, path)
         if dry_run:
             log(f"would remove {path}")
         elif trash is not None:
@@ -203,6 +207,14 @@ def _clean_entry(metastore: Metastore, entry: CompactionInfo, *, dry_run: bool, 
                       f"still obsolete or aborted: {', '.join(remaining)}; left for the next run")
     queue.mark_cleaned(entry.id)
     return result("cleaned", removed, skipped, f"removed {len(removed)} entries" + (f" into {trash}" if trash else ""))
+
+
+def _bytes_in(fs: FileSystem, path: str) -> int:
+    """The bytes of the files directly inside `path` (a base or delta holds only files), or of the file itself: one
+    listing per entry about to be removed (removing a directory on an object store lists it anyway)."""
+    if fs.is_dir(path):
+        return sum(child.size for child in fs.list_dir(path, missing_ok=True) if not child.is_dir)
+    return fs.file_size(path)
 
 
 def _cleaner_txns(metastore: Metastore, entry: CompactionInfo) -> ValidTxnList:

@@ -41,15 +41,18 @@ class BucketResult:
     bucket: int
     inserts: int
     deletes: int
+    events_read: int = 0  # insert and delete events read from the inputs (before deletes and validity applied)
 
 
 def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
-                   apply_deletes: bool) -> Iterator[pa.Table]:
+                   apply_deletes: bool, read: list[int] | None = None) -> Iterator[pa.Table]:
     """The bucket's visible insert events as data columns plus key columns, in key order, a piece at a time: every
     file streams its stripes into a k-way merge, and the bucket's delete events are applied to the merged stream by
     one cursor per delete file (memory: a stripe per input and per delete file, whatever the bucket holds). A
-    key-interval task keeps only its interval, and reads only the files and stripes that can hold it."""
+    key-interval task keeps only its interval, and reads only the files and stripes that can hold it. `read[0]`
+    counts the rows read."""
     write_ids = plan.compactor_write_ids
+    read = read if read is not None else [0]
     reader = SnapshotReader(fs, ReadPlan(None, work.inserts, ()), write_ids, with_keys=True,
                             max_delete_events_in_memory=0)
     names = [c.name for c in plan.columns]
@@ -58,6 +61,7 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
     def conformed(source) -> Iterator[pa.Table]:
         for piece in reader.stream(source, after=work.after, up_to=work.up_to):
             piece = _declared_types(conform_columns(piece, names, source.path), row_type)
+            read[0] += piece.num_rows
             # A stripe goes on in slices (views), so what is copied downstream (deletes dropped, events built)
             # is a slice at a time while the stripe waits to be used up, not a second stripe.
             for start in range(0, piece.num_rows, BATCH_ROWS):
@@ -148,7 +152,8 @@ def _write_rebalanced(fs: FileSystem, plan: CompactionPlan, work: BucketWork, fi
     return stats.inserts if stats is not None else 0
 
 
-def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tuple[Iterator[pa.Table], pa.StructType]:
+def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork,
+                   read: list[int]) -> tuple[Iterator[pa.Table], pa.StructType]:
     """The bucket's valid delete events (keys and writing write id), in key order, a batch at a time (bounded
     however many events a delete stripe holds)."""
     write_ids = plan.compactor_write_ids
@@ -157,6 +162,7 @@ def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tu
     def batches(event_file: EventFile, check_validity: bool) -> Iterator[pa.Table]:
         for batch in event_file.iter_batches((*KEY_FIELDS, CURRENT_WRITE_ID)):
             table = pa.Table.from_batches([batch])
+            read[0] += table.num_rows
             if check_validity:
                 table = table.filter(pa.array(valid_write_id_mask(write_ids,
                                                                   table.column(CURRENT_WRITE_ID).to_numpy())))
@@ -170,8 +176,9 @@ def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork) -> tu
     return merged, fields
 
 
-def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str, background: bool) -> int:
-    pieces, row_type = _delete_stream(fs, plan, work)
+def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str, background: bool,
+                   read: list[int]) -> int:
+    pieces, row_type = _delete_stream(fs, plan, work, read)
     events = (event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
                           table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(row_type, table.num_rows))
               for table in pieces)
@@ -184,19 +191,20 @@ def run_bucket(plan: CompactionPlan, work: BucketWork, *, background: bool = Fal
     thread, for a task that has a second core to itself (a Spark task has spark.task.cpus of them)."""
     fs, _ = FileSystem.resolve(plan.location)
     outputs = [name for name, _ in plan.outputs]
+    read = [0]  # events read, counted as the streams are consumed
     if plan.kind in (CompactionType.MAJOR, CompactionType.REBALANCE):
-        pieces = _insert_stream(fs, plan, work, apply_deletes=True)
+        pieces = _insert_stream(fs, plan, work, apply_deletes=True, read=read)
         write = _write_rebalanced if plan.kind is CompactionType.REBALANCE else _write_inserts
-        return BucketResult(work.bucket, write(fs, plan, work, outputs[0], pieces, background), 0)
+        return BucketResult(work.bucket, write(fs, plan, work, outputs[0], pieces, background), 0, read[0])
     inserted = deleted = 0
     insert_output = next((name for name in outputs if name.startswith("delta_")), None)
     delete_output = next((name for name in outputs if name.startswith("delete_delta_")), None)
     if insert_output and work.inserts:
-        inserted = _write_inserts(fs, plan, work, insert_output, _insert_stream(fs, plan, work, apply_deletes=False),
-                                  background)
+        inserted = _write_inserts(fs, plan, work, insert_output,
+                                  _insert_stream(fs, plan, work, apply_deletes=False, read=read), background)
     if delete_output and work.deletes:
-        deleted = _write_deletes(fs, plan, work, delete_output, background)
-    return BucketResult(work.bucket, inserted, deleted)
+        deleted = _write_deletes(fs, plan, work, delete_output, background, read)
+    return BucketResult(work.bucket, inserted, deleted, read[0])
 
 
 def join_parts(fs: FileSystem, plan: CompactionPlan) -> None:

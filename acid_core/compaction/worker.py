@@ -20,7 +20,7 @@ from acid_core.compaction.attempt import Result, before_run
 from acid_core.compaction.execute import BucketResult, join_parts, run_bucket
 from acid_core.compaction.plan import (CompactionPlan, build_plan, enough_to_compact, is_leftover_of,
                                        is_output_of_attempt)
-from acid_core.errors import AcidError, CompactionStateError, UsageError
+from acid_core.errors import AcidError, CompactionStateError, UsageError, one_line_cause
 from acid_core.fs import FileSystem
 from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, ParsedDelta, parse_directory
@@ -30,7 +30,7 @@ from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import StagingRecord, TxnType, full_table_name
-from acid_core.state import get_acid_state
+from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 
 # Runs a plan's bucket tasks. A runner with a `split_rows` attribute gets a major compaction's bucket of more rows
@@ -81,6 +81,18 @@ def stripe_size(table) -> int:
     return value
 
 
+def input_bytes(state: DirectoryState) -> int:
+    """Bytes of the files a compaction of `state` reads: the base's, the current deltas' and the original files."""
+    listing = state.listing
+    if listing is None:
+        return 0
+    names = ([state.base.name] if state.base is not None else []) + [delta.name for delta in state.deltas]
+    total = sum(child.size for name in names for child in listing.children(name) if not child.is_dir)
+    wanted = set(state.original_files)
+    total += sum(entry.size for entry in listing.entries if not entry.is_dir and entry.name in wanted)
+    return total + sum(f.size for f in listing.original_dir_files if f.name in wanted)
+
+
 def local_runner(plan: CompactionPlan) -> list[BucketResult]:
     """Run every bucket task in this process, one after another, each encoding its output on a second thread
     (nothing else of this process runs meanwhile)."""
@@ -89,22 +101,27 @@ def local_runner(plan: CompactionPlan) -> list[BucketResult]:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a run did: `compacted`, `refused`, `nothing to do` (already finished), with numbers for the log."""
+    """What a run did: `compacted`, `refused`, `nothing to do` (already finished), with numbers for the log and the
+    metrics: events written (`inserts`, `deletes`) and read, bytes of the input and output directories' files."""
 
     compaction_id: int
     result: str
     message: str
     inserts: int = 0
     deletes: int = 0
+    events_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
 
 
 class CompactionWorker:
     def __init__(self, metastore: Metastore, *, worker_id: str | None = None, runner: Runner = local_runner,
-                 lock_timeout_ms: int = 60_000) -> None:
+                 lock_timeout_ms: int = 60_000, job_id: str | None = None) -> None:
         self.metastore = metastore
         self.worker_id = worker_id or f"{socket.gethostname()}-local"
         self.runner = runner
         self.lock_timeout_ms = lock_timeout_ms
+        self.job_id = job_id  # recorded as the entry's HadoopJobId once claimed (the Spark application id)
 
     def run(self, compaction_id: int) -> Outcome:
         """Run one queued compaction to the end; an entry compacted already is left as it is ("nothing to do").
@@ -121,6 +138,8 @@ class CompactionWorker:
         if verdict.result is not Result.RUN:
             raise CompactionStateError(verdict.message)
         info = queue.claim(worker_id=self.worker_id, compaction_id=compaction_id)
+        if self.job_id:
+            queue.set_hadoop_job_id(compaction_id, self.job_id, worker_id=self.worker_id)
         txn_id = None
         stop = threading.Event()
         try:
@@ -201,9 +220,12 @@ class CompactionWorker:
         written = ", ".join(final for final, _ in plan.outputs)
         buckets = len({work.bucket for work in plan.buckets})
         tasks = f" ({len(plan.buckets)} tasks)" if len(plan.buckets) != buckets else ""
+        bytes_written = sum(entry.size for final, _ in plan.outputs
+                            for entry in fs.list_dir(fs.join(location, final), missing_ok=True) if not entry.is_dir)
         return Outcome(info.id, Result.COMPACTED.value, f"{info.type.display.lower()} compaction {info.id} wrote "
                        f"{written}: {inserts} insert and {deletes} delete events in {buckets} buckets{tasks}",
-                       inserts, deletes)
+                       inserts, deletes, events_read=sum(r.events_read for r in results),
+                       bytes_read=input_bytes(state), bytes_written=bytes_written)
 
     @staticmethod
     def _remove_leftovers(fs: FileSystem, location: str, compaction_id: int) -> None:
@@ -237,6 +259,6 @@ class CompactionWorker:
             still_ours = (current is not None and current.worker_id == self.worker_id
                           and current.txn_id in (None, txn_id) and current.end_ms is None)
             if still_ours:  # a worker presumed dead must not fail the attempt that replaced it
-                store.compactions.mark_failed(info.id, f"{type(error).__name__}: {error}")
+                store.compactions.mark_failed(info.id, one_line_cause(error))  # the traceback: the log
         except AcidError:
             pass

@@ -321,6 +321,19 @@ class CompactionQueue:
 
         self.db.run(f"attach transaction {txn_id} to compaction {compaction_id}", set_)
 
+    def set_hadoop_job_id(self, compaction_id: int, job_id: str, *, worker_id: str) -> bool:
+        """Record the job running a `working` entry (CQ_HADOOP_JOB_ID, SHOW COMPACTIONS' HadoopJobId: Hive's worker
+        records its MapReduce job id; here the Spark application id). A compare-and-swap on the state and worker, so
+        an attempt put back by housekeeping does not label the one that replaced it. Returns whether it was set."""
+        cq = s.compaction_queue.c
+
+        def set_(conn: Connection) -> bool:
+            return conn.execute(s.compaction_queue.update().where(
+                cq.CQ_ID == compaction_id, cq.CQ_STATE == CompactionState.WORKING.value,
+                cq.CQ_WORKER_ID == worker_id[:128]).values(CQ_HADOOP_JOB_ID=job_id[:32])).rowcount == 1
+
+        return self.db.run(f"set the job id of compaction {compaction_id}", set_)
+
     def mark_compacted(self, compaction_id: int) -> None:
         """working -> ready for cleaning, only while its compactor transaction is still open.
 

@@ -3,8 +3,9 @@
 The Spark application is `spark_jobs/compact.py`; the driver follows Hive's worker protocol and records the outcome
 in the compaction queue. What the entry's state means before and after the run is decided by the core
 (`acid_core.compaction.attempt`, shared with `acid compact run` and the worker); this operator only maps the verdict
-to Airflow: compacted, refused or already compacted succeed, held by another worker is skipped, a killed driver is a
-retryable failure, anything else fails the task with the queue's error message. The metastore URL reaches the driver
+to Airflow: compacted or already compacted succeed (their asset events name the compaction in `extra`), refused
+for lack of work (Hive's refusal, not a failure) and held by another worker are skipped (no asset event), a killed
+driver is a retryable failure, anything else fails the task with the queue's one-line error message. The metastore URL reaches the driver
 through its environment (never on the command line, which spark-submit and Airflow log), so client deploy mode is
 required: the driver runs where the task runs, like Hive's worker thread, on this interpreter. On a cluster master
 the executors get the code and a Python environment from `acid_core.shipping`, as the connection's `acid-*` extra
@@ -13,10 +14,13 @@ keys choose; this worker's interpreter path never reaches them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from typing import Any, Sequence
 
@@ -41,7 +45,10 @@ class AcidCompactionOperator(SparkSubmitOperator):
 
     Returns `{"compaction_id", "table", "partition", "type", "state", "message"}`. An entry that another worker
     holds is skipped; one compacted already is reported without running anything; a refused, failed or aborted one
-    fails the task (`acid_core.compaction.attempt.before_run`). Mapped instances can be
+    fails the task (`acid_core.compaction.attempt.before_run`); one the run refuses for lack of work is skipped
+    (its summary is still the XCom `return_value`). On success an `Asset` outlet's event gets `extra`
+    `{"database", "table", "partition", "compaction_id", "type"}`, and an `AssetAlias` outlet adds an event with it
+    on the table's asset (`acid_plugin.assets.table_asset`). Mapped instances can be
     labelled in the UI with `map_index_template="{{ acid_compaction }}"` ("4: major db.table partition ds=1").
     """
 
@@ -49,11 +56,12 @@ class AcidCompactionOperator(SparkSubmitOperator):
     ui_color = "#f4a460"
 
     def __init__(self, *, compaction_id: int | str, acid_metastore_conn_id: str = "acid_metastore",
-                 conn_id: str = "spark_default", **kwargs: Any) -> None:
+                 conn_id: str = "spark_default", failed_threshold: int | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("name", "acid-compaction")
         super().__init__(conn_id=conn_id, **kwargs)
         self.compaction_id = compaction_id
         self.acid_metastore_conn_id = acid_metastore_conn_id
+        self.failed_threshold = failed_threshold  # the alert's failed.compacts.threshold (None: Hive's default, 2)
 
     def execute(self, context) -> dict:
         from acid_core.compaction.attempt import Result, after_run, before_run, describe
@@ -74,6 +82,7 @@ class AcidCompactionOperator(SparkSubmitOperator):
         context["acid_compaction"] = f"{compaction_id}: {entry.type.display.lower()} {describe(entry)}"  # map label
         if before.result is Result.NOTHING_TO_DO:
             self.log.info("%s", before.message)
+            _describe_events(context, self.outlets, entry)
             return _summary(entry, before.message)
         if before.result is not Result.RUN:
             raise _airflow_error(before)
@@ -91,7 +100,11 @@ class AcidCompactionOperator(SparkSubmitOperator):
         self.conf = combine_conf({**(self.conf or {}), **job_conf}, shipped)
         self.name = f"acid-compaction-{compaction_id}"
         self.application = self.application or compact_job_path()
-        self.application_args = ["--compaction-id", str(compaction_id), "--worker-id", worker_id]
+        result_dir = tempfile.mkdtemp(prefix=f"acid-compaction-{compaction_id}-")
+        result_file = os.path.join(result_dir, "result.json")  # the driver's numbers for the metrics
+        self.application_args = ["--compaction-id", str(compaction_id), "--worker-id", worker_id,
+                                 "--result-file", result_file]
+        self.conf.setdefault("spark.driver.extraJavaOptions", quiet_driver_java_options())
         python_bin = os.path.dirname(sys.executable)
         self.env_vars = {
             **driver_environment(metastore_hook.get_url()),  # the password apart from the URL
@@ -115,12 +128,48 @@ class AcidCompactionOperator(SparkSubmitOperator):
         with metastore_hook.metastore() as metastore:
             after = after_run(metastore, compaction_id, worker_id=worker_id,
                               launch_error=str(submit_error) if submit_error is not None else None)
+        self._metrics_and_alerts(context, metastore_hook, after, _read_stats(result_dir, result_file))
         if after.warning:
             self.log.warning("%s", after.warning)
         if not after.ok:
             raise _airflow_error(after)
+        if after.result is Result.REFUSED:  # Hive's refusal (not enough to compact): no failure, no asset event
+            context["ti"].xcom_push(key="return_value", value=_summary(after.entry, after.message))
+            raise AirflowSkipException(f"compaction {compaction_id} of {describe(after.entry)} refused: "
+                                       f"{after.message}")
         self.log.info("%s", after.message)
+        _describe_events(context, self.outlets, after.entry)
         return _summary(after.entry, after.message)
+
+    def _metrics_and_alerts(self, context, metastore_hook, after, run_stats: dict) -> None:
+        """Emit the run's metrics (acid_plugin.metrics); on a failure, alert (acid_plugin.alerts): the compaction
+        failed, and its partition reached failed.compacts.threshold when it did. Neither changes the outcome."""
+        from acid_core import alerts
+        from acid_core.compaction.codes import CompactionState
+        from acid_core.compaction.initiator import FAILED_THRESHOLD
+        from acid_core.errors import AcidError
+        from acid_plugin.alerts import send_alerts
+        from acid_plugin.metrics import emit_compaction
+
+        entry = after.entry
+        if entry is None:
+            return
+        try:
+            outcome = "failed" if entry.state is CompactionState.FAILED else after.result.value
+            emit_compaction(compaction_type=entry.type.display, outcome=outcome, stats_of_run=run_stats)
+        except Exception as exc:  # metrics never fail a compaction
+            self.log.warning("metrics not sent: %s: %s", type(exc).__name__, exc)
+        if entry.state is not CompactionState.FAILED:
+            return
+        found = [alerts.compaction_failed(entry, after.message)]
+        threshold = FAILED_THRESHOLD if self.failed_threshold is None else int(self.failed_threshold)
+        try:
+            with metastore_hook.metastore() as metastore:
+                reached = alerts.failed_threshold_reached(metastore, entry, threshold=threshold)
+        except AcidError as exc:
+            self.log.warning("failed threshold not checked: %s", exc)
+            reached = None
+        send_alerts(context, found + ([reached] if reached is not None else []))
 
     def _executor_conf(self, compaction_id: int) -> dict[str, str]:
         """`acid_core.shipping.executor_conf` for the `conn_id` connection's master and `acid-*` extra keys.
@@ -156,6 +205,24 @@ class AcidCompactionOperator(SparkSubmitOperator):
             process.stdout.close()
 
 
+def quiet_driver_java_options() -> str:
+    """The driver JVM's log4j2 configuration shipped with the job (spark_jobs/log4j2.properties: warnings and
+    errors only), so Spark's start-up chatter stays out of the task log."""
+    path = os.path.join(os.path.dirname(compact_job_path()), "log4j2.properties")
+    return f"-Dlog4j2.configurationFile=file:{path}"
+
+
+def _read_stats(result_dir: str, result_file: str) -> dict:
+    """The `stats` of the driver's result file ({} when it wrote none), and the file's directory removed."""
+    try:
+        with open(result_file, encoding="utf-8") as handle:
+            stats = json.load(handle).get("stats") or {}
+    except (OSError, ValueError, AttributeError):
+        stats = {}
+    shutil.rmtree(result_dir, ignore_errors=True)
+    return stats if isinstance(stats, dict) else {}
+
+
 def _airflow_error(verdict) -> AirflowException:
     """The Airflow ending of a verdict that is not a success: held by another worker -> skipped; a run that died
     (housekeeping puts the entry back) -> a failure Airflow may retry; anything else -> a failure without retries."""
@@ -166,6 +233,23 @@ def _airflow_error(verdict) -> AirflowException:
     if verdict.result is Result.INTERRUPTED:
         return AirflowException(verdict.message)
     return AirflowFailException(verdict.message)
+
+
+def _describe_events(context, outlets, entry) -> None:
+    """What this success's asset events say: the `acid_compacted` outlet's `extra` names the compaction, and through
+    an `AssetAlias` outlet (`acid_plugin.assets.COMPACTED_TABLES`) the table's own asset gets an event with the same
+    `extra` (Airflow 3 outlet events)."""
+    from acid_plugin.assets import table_asset
+    from airflow.sdk import Asset, AssetAlias
+
+    extra = {"database": entry.database, "table": entry.table, "partition": entry.partition,
+             "compaction_id": entry.id, "type": entry.type.display}
+    events = context["outlet_events"]
+    for outlet in outlets or ():
+        if isinstance(outlet, AssetAlias):
+            events[outlet].add(table_asset(entry.database, entry.table), extra=extra)
+        elif isinstance(outlet, Asset):
+            events[outlet].extra = dict(extra)
 
 
 def _summary(entry, message: str) -> dict:

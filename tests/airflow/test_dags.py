@@ -54,7 +54,8 @@ def test_compaction_tasks_feed_the_cleaner_through_an_asset(dagbag):
     worker, compact, cleaner = (dagbag.get_dag(d) for d in ("acid_worker", "acid_compact", "acid_cleaner"))
     for task in (worker.get_task("compact"), compact.get_task("compact")):
         assert task.pool == "acid_compaction"
-        assert [outlet.name for outlet in task.outlets] == ["acid_compacted"]
+        # acid_compacted, and through an alias each table's own asset (acid_compacted.<db>.<table>)
+        assert [outlet.name for outlet in task.outlets] == ["acid_compacted", "acid_compacted_tables"]
     assert type(cleaner.timetable).__name__ == "AssetOrTimeSchedule"
     assert [asset.name for asset in cleaner.timetable.asset_condition.objects] == ["acid_compacted"]
     assert cleaner.timetable.timetable.delta.total_seconds() == 300  # and on its timer (ACID_CLEANER_INTERVAL_SECONDS)

@@ -68,9 +68,7 @@ def test_settings_fails_for_unknown_or_plain_table(acid_connection, make_ms, dag
     assert dict(ms.catalog.get_table("default", "plain").params) == before
 
 
-@pytest.mark.parametrize("conf", [{"table": "../x"}, {"table": "t; DROP TABLE t"}, {"database": "x'y", "table": "t"},
-                                  {"table": "t", "delta_num_threshold": -1}, {"table": "t", "no_auto_compaction": "yes"}])
-def test_settings_param_schema_refuses_hostile_values(acid_connection, make_ms, dagbag, conf):
+def test_settings_param_schema_refuses_values_outside_its_choices(acid_connection, make_ms, dagbag):
     from airflow.sdk.definitions.param import ParamValidationError
 
     ms = make_ms()
@@ -78,8 +76,27 @@ def test_settings_param_schema_refuses_hostile_values(acid_connection, make_ms, 
     before = dict(ms.catalog.get_table("default", "t").params)
 
     with pytest.raises(ParamValidationError):
-        dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, "database": "default", **conf})
+        dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, "table": "t", "no_auto_compaction": "yes"})
 
+    assert dict(ms.catalog.get_table("default", "t").params) == before
+
+
+@pytest.mark.parametrize("conf, expected", [
+    ({"table": "../x"}, "table name '../x' is not valid: use letters, digits and underscores"),
+    ({"table": "t; DROP TABLE t"}, "table name 't; DROP TABLE t' is not valid"),
+    ({"database": "x'y", "table": "t"}, "database name \"x'y\" is not valid"),
+    ({"table": "t", "delta_num_threshold": -1}, "delta_num_threshold must be a whole number >= 0, got -1"),
+])
+def test_settings_refuses_hostile_values_in_words(acid_connection, make_ms, dagbag, capfd, conf, expected):
+    """Names and numbers are checked by the task (the trigger form would clamp -1 to a schema minimum of 0)."""
+    ms = make_ms()
+    ms.catalog.create_table("default", "t", COLUMNS, params={"transactional": "true"})
+    before = dict(ms.catalog.get_table("default", "t").params)
+
+    run = dagbag.get_dag("acid_table_settings").test(run_conf={**SETTINGS, "database": "default", **conf})
+
+    assert run.state == "failed"
+    assert expected in "".join(capfd.readouterr())
     assert dict(ms.catalog.get_table("default", "t").params) == before
 
 
@@ -104,12 +121,10 @@ def _partitioned_table(ms):
 
 
 @pytest.mark.parametrize("conf", [
-    {"partition": "../x"}, {"partition": "ds=1/../.."}, {"partition": "/etc"}, {"partition": "ds=2026-01-01/"},
-    {"partition": "ds='x'; DROP TABLE p"}, {"table": "p; DROP TABLE p", "partition": "ds=2026-01-01"},
-    {"database": "default--", "partition": "ds=2026-01-01"}, {"partition": "ds=2026-01-01", "type": "full"},
-    {"partition": "ds=2026-01-01", "pool": "etl pool"}, {"partition": "ds=2026-01-01", "pool": "x" * 129},
+    {"partition": "ds=2026-01-01", "type": "full"}, {"partition": "ds=2026-01-01", "pool": "x" * 129},
+    {"partition": "x" * 1001},
 ])
-def test_compact_param_schema_refuses_malformed_input(acid_connection, make_ms, dagbag, conf):
+def test_compact_param_schema_refuses_values_outside_its_choices(acid_connection, make_ms, dagbag, conf):
     from airflow.sdk.definitions.param import ParamValidationError
 
     ms = make_ms()
@@ -122,8 +137,34 @@ def test_compact_param_schema_refuses_malformed_input(acid_connection, make_ms, 
 
 
 @pytest.mark.parametrize("conf, expected", [
-    ({"table": "p", "partition": "ds=2099-01-01"}, "has no partition"),
-    ({"table": "p", "partition": None}, "is partitioned"),
+    ({"partition": "../x"}, "partition '../x' is malformed: expected key=value[/key=value...], e.g. ds=2026-01-01/hr=3"),
+    ({"partition": "ds=1/../.."}, "partition 'ds=1/../..' is malformed: expected key=value"),
+    ({"partition": "/etc"}, "partition '/etc' is malformed"), ({"partition": "ds=2026-01-01/"}, "is malformed"),
+    ({"partition": "ds='x'; DROP TABLE p"}, "is malformed: expected key=value"),
+    ({"table": "p; DROP TABLE p", "partition": "ds=2026-01-01"}, "table name 'p; DROP TABLE p' is not valid"),
+    ({"database": "default--", "partition": "ds=2026-01-01"}, "database name 'default--' is not valid"),
+    ({"partition": "ds=2026-01-01", "pool": "etl pool"},
+     "pool 'etl pool' is not a compaction pool name: expected letters, digits, _, - and . (at most 128)"),
+    ({"partition": "ds=2026-01-01", "type": "rebalance", "number_of_buckets": 0},
+     "number_of_buckets must be a whole number from 1 to 4096, got 0"),
+])
+def test_compact_refuses_malformed_input_in_words(acid_connection, make_ms, dagbag, capfd, conf, expected):
+    """Shapes are checked by the task, which says what is expected instead of showing a regular expression."""
+    ms = make_ms()
+    _partitioned_table(ms)
+
+    run = dagbag.get_dag("acid_compact").test(run_conf={**COMPACT, "database": "default", "table": "p", **conf})
+
+    assert run.state == "failed" and task_states(run)["enqueue"] == "failed"
+    output = "".join(capfd.readouterr())
+    assert expected in output and "^(?!" not in output  # the words, never the pattern
+    assert returned(run, "enqueue", key="outcome")["ok"] is False
+    assert ms.compactions.show() == []
+
+
+@pytest.mark.parametrize("conf, expected", [
+    ({"table": "p", "partition": "ds=2099-01-01"},
+     "has no partition 'ds=2099-01-01'; its partitions: ds=2026-01-01, ds=2026-01-02"),
     ({"table": "p", "partition": "hr=1"}, "must give exactly"),
     ({"table": "u", "partition": "ds=2026-01-01"}, "is not partitioned"),
     ({"table": "plain", "partition": None}, "not a full ACID table"),

@@ -1,0 +1,285 @@
+"""A table's compaction health, per partition: what the UI's ACID view shows (Hive 4's AcidMetricsService per table,
+Amoro's per-table optimizing status), computed with the rules the initiator and the cleaner apply.
+
+Per partition: the base, delta and delete-delta counts and sizes of the current snapshot, what the initiator's
+thresholds (table properties over Hive's defaults) would queue now, obsolete and aborted directories still on disk
+and what holds them back from the cleaner (an open transaction older than the compaction, a reader lease, the
+retention time), the last compaction, and whether the partition is past `failed.compacts.threshold`.
+
+Cost: one catalog read of the table's partition names, then for one page of at most `MAX_PAGE` partitions one listing
+each (plus one per directory the snapshot reads), one history query and one queue query for the page; the open
+transactions and the table's reader leases once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+from acid_core.compaction.initiator import (DELTA_NUM_THRESHOLD, DELTA_PCT_THRESHOLD, FAILED_RETRY_TIME_MS,
+                                            FAILED_THRESHOLD, _compaction_type, _sizes, _threshold)
+from acid_core.errors import AcidError, UsageError
+from acid_core.locations import data_location
+from acid_core.metastore import Metastore
+from acid_core.metastore import schema as s
+from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY
+from acid_core.metastore.txns import TXN_OPEN, full_table_name
+from acid_core.state import get_acid_state
+from acid_core.validity import ValidTxnList
+
+MAX_PAGE = 200
+DEFAULT_PAGE = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """One effective initiator threshold: its value and where it comes from (the table property or Hive's default)."""
+
+    name: str
+    value: float
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """What keeps a partition's obsolete or aborted directories on disk: `kind` is `transaction`, `reader lease`,
+    `compactor transaction`, `retention`, `cleaner` (ready: the cleaner's next run removes them) or `compaction`
+    (no compaction waits to clean them yet)."""
+
+    kind: str
+    detail: str
+    compaction_id: int | None = None
+    txn_id: int | None = None
+    lease_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LastCompaction:
+    id: int
+    state: str
+    type: str
+    end_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionHealth:
+    """One partition (None: the unpartitioned table) under the current snapshot."""
+
+    partition: str | None
+    base: str | None = None
+    deltas: int = 0
+    delete_deltas: int = 0
+    base_bytes: int = 0
+    delta_bytes: int = 0
+    obsolete: tuple[str, ...] = ()
+    aborted: tuple[str, ...] = ()
+    held_by: tuple[Holder, ...] = ()
+    due: str | None = None  # the compaction type the thresholds call for now, or None
+    reason: str = ""  # the initiator's reasoning with these numbers
+    queued: tuple[int, str] | None = None  # an initiated or working entry: (id, state)
+    last_compaction: LastCompaction | None = None
+    consecutive_failures: int = 0
+    past_failed_threshold: bool = False
+    error: str | None = None  # the partition could not be examined
+
+
+@dataclass(frozen=True, slots=True)
+class TableHealth:
+    database: str
+    table: str
+    partition_keys: tuple[str, ...]
+    no_auto_compaction: bool
+    no_auto_compaction_source: str | None  # "table", "database" or None
+    thresholds: tuple[Threshold, ...]
+    partitions: tuple[PartitionHealth, ...]
+    total_partitions: int
+    offset: int
+    limit: int
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def effective_thresholds(table: TableInfo, *, delta_num_threshold: int = DELTA_NUM_THRESHOLD,
+                         delta_pct_threshold: float = DELTA_PCT_THRESHOLD,
+                         failed_threshold: int = FAILED_THRESHOLD) -> tuple[Threshold, ...]:
+    """The thresholds the initiator applies to `table`: its `compactorthreshold.*` properties win over the defaults.
+
+    Raises:
+        MetastoreError: a threshold property is not a number.
+    """
+    def one(name: str, key: str, default: float, kind: type) -> Threshold:
+        value = _threshold(table, key, default, kind)
+        return Threshold(name, value, f"table property {key}" if table.param(key) is not None else "default")
+
+    return (one("hive.compactor.delta.num.threshold", DELTA_NUM_PROPERTY, delta_num_threshold, int),
+            one("hive.compactor.delta.pct.threshold", DELTA_PCT_PROPERTY, delta_pct_threshold, float),
+            Threshold("metastore.compactor.initiator.failed.compacts.threshold", failed_threshold, "default"))
+
+
+def table_health(metastore: Metastore, database: str, table: str, *, offset: int = 0, limit: int = DEFAULT_PAGE,
+                 partition: str | None = None) -> TableHealth:
+    """The health of one page of `database.table`'s partitions (in name order), or of the one `partition` named.
+
+    Raises:
+        UsageError: `offset` < 0, or `limit` outside 1..MAX_PAGE.
+        NoSuchObjectError, NotTransactionalError: no such full ACID table.
+        MetastoreError: the partition is not one of the table's.
+    """
+    if offset < 0 or not 1 <= limit <= MAX_PAGE:
+        raise UsageError(f"page offset {offset} / limit {limit}: give offset >= 0 and limit in 1..{MAX_PAGE}")
+    info = metastore.catalog.require_transactional(database, table)
+    db_info = metastore.catalog.get_database(info.database)
+    if partition is not None:
+        info.check_partition_name(partition)
+        names: list[str | None] = [partition]
+        total = 1
+    elif info.partition_keys:
+        all_names = [p.name for p in metastore.catalog.list_partitions(info.database, info.name)]
+        total = len(all_names)
+        names = list(all_names[offset:offset + limit])
+    else:
+        names, total = [None], 1
+    thresholds = effective_thresholds(info)
+    num, pct = int(thresholds[0].value), float(thresholds[1].value)
+    name = full_table_name(info.database, info.name)
+    snapshot = metastore.txns.snapshot([name])
+    history = _history(metastore, info, names)
+    queue = _queue(metastore, info, names)
+    open_txns = [t for t in metastore.txns.show_transactions() if t.state == TXN_OPEN]
+    leases = metastore.leases.list(info.database, info.name)
+    now = metastore.db.clock.now_ms()
+    partitions = []
+    for part in names:
+        partitions.append(_partition_health(
+            info, part, snapshot, num=num, pct=pct, history=history.get(part, []), queue=queue.get(part, []),
+            open_txns=open_txns, leases=leases, now_ms=now))
+    if info.no_auto_compaction:
+        source = "table"
+    elif db_info.no_auto_compaction:
+        source = "database"
+    else:
+        source = None
+    return TableHealth(info.database, info.name, tuple(k.name for k in info.partition_keys), source is not None,
+                       source, thresholds, tuple(partitions), total, offset, limit, dict(info.params))
+
+
+def _history(metastore: Metastore, table: TableInfo, names: list[str | None]) -> dict[str | None, list]:
+    """The page's compaction history, newest first per partition (history is purged to a few rows per state)."""
+    cc = s.completed_compactions.c
+    named = [n for n in names if n is not None]
+    conditions = []
+    if named:
+        conditions.append(cc.CC_PARTITION.in_(named))
+    if None in names:
+        conditions.append(cc.CC_PARTITION.is_(None))
+    query = (sa.select(cc.CC_ID, cc.CC_PARTITION, cc.CC_STATE, cc.CC_TYPE, cc.CC_ENQUEUE_TIME, cc.CC_END)
+             .where(cc.CC_DATABASE == table.database, cc.CC_TABLE == table.name, sa.or_(*conditions))
+             .order_by(cc.CC_ID.desc()))
+    rows = metastore.db.run("read the compaction history of a page of partitions",
+                            lambda conn: conn.execute(query).all(), write=False)
+    found: dict[str | None, list] = {}
+    for row in rows:
+        found.setdefault(row.CC_PARTITION, []).append(row)
+    return found
+
+
+def _queue(metastore: Metastore, table: TableInfo, names: list[str | None]) -> dict[str | None, list]:
+    cq = s.compaction_queue.c
+    wanted = set(names)
+    query = (sa.select(s.compaction_queue).where(cq.CQ_DATABASE == table.database, cq.CQ_TABLE == table.name)
+             .order_by(cq.CQ_ID))
+    rows = metastore.db.run("read the queue of a table", lambda conn: conn.execute(query).all(), write=False)
+    found: dict[str | None, list] = {}
+    for row in rows:
+        if row.CQ_PARTITION in wanted:
+            found.setdefault(row.CQ_PARTITION, []).append(row)
+    return found
+
+
+def _failures(history: list, threshold: int, now_ms: int) -> tuple[int, bool]:
+    """Consecutive newest `failed` entries among succeeded/failed ones, and whether Hive's checkFailedCompactions
+    skips the partition now (the newest `threshold` all failed and failed.retry.time has not passed)."""
+    decided = [row for row in history
+               if row.CC_STATE in (CompactionState.SUCCEEDED.value, CompactionState.FAILED.value)]
+    consecutive = 0
+    for row in decided:
+        if row.CC_STATE != CompactionState.FAILED.value:
+            break
+        consecutive += 1
+    past = threshold > 0 and consecutive >= threshold and (
+        (decided[0].CC_ENQUEUE_TIME or 0) + FAILED_RETRY_TIME_MS >= now_ms)
+    return consecutive, past
+
+
+def _partition_health(table: TableInfo, partition: str | None, snapshot, *, num: int, pct: float, history: list,
+                      queue: list, open_txns: list, leases: list[dict], now_ms: int) -> PartitionHealth:
+    consecutive, past = _failures(history, FAILED_THRESHOLD, now_ms)
+    last = next((LastCompaction(row.CC_ID, CompactionState(row.CC_STATE).display,
+                                _type_display(row.CC_TYPE), row.CC_END) for row in history), None)
+    queued = next(((row.CQ_ID, CompactionState(row.CQ_STATE).display) for row in queue
+                   if row.CQ_STATE in (CompactionState.INITIATED.value, CompactionState.WORKING.value)), None)
+    common = dict(partition=partition, queued=queued, last_compaction=last, consecutive_failures=consecutive,
+                  past_failed_threshold=past)
+    name = full_table_name(table.database, table.name)
+    try:
+        where = data_location(table, partition)
+        state = get_acid_state(where.path, write_ids=snapshot.write_ids[name], txns=snapshot.txns, missing_ok=True,
+                               fs=where.fs)
+        base_bytes, delta_bytes = _sizes(state)
+        due, reason = _compaction_type(table, state, delta_num_threshold=num, delta_pct_threshold=pct)
+    except AcidError as exc:
+        return PartitionHealth(error=f"{type(exc).__name__}: {exc}", **common)
+    held = ()
+    if state.obsolete or state.aborted:
+        held = _holders(queue, open_txns, leases, now_ms, has_obsolete=bool(state.obsolete))
+    return PartitionHealth(
+        base=state.base.name if state.base else None,
+        deltas=sum(1 for d in state.deltas if not d.is_delete), delete_deltas=sum(1 for d in state.deltas if d.is_delete),
+        base_bytes=base_bytes, delta_bytes=delta_bytes, obsolete=tuple(state.obsolete), aborted=tuple(state.aborted),
+        held_by=held, due=due.display.lower() if due is not None else None, reason=reason, **common)
+
+
+def _type_display(code: str) -> str:
+    return CompactionType(code).display.lower()
+
+
+def _holders(queue: list, open_txns: list, leases: list[dict], now_ms: int, *, has_obsolete: bool) -> tuple[Holder, ...]:
+    """Why the cleaner has not removed the partition's obsolete or aborted directories yet, by the rules of
+    `CompactionQueue.ready_to_clean` (Hive's findReadyToClean)."""
+    ready = [row for row in queue if row.CQ_STATE == CompactionState.READY_FOR_CLEANING.value]
+    if not ready:
+        what = "obsolete directories" if has_obsolete else "aborted directories"
+        return (Holder("compaction", f"no compaction waits to clean the {what}: the partition's next compaction "
+                                     "and its cleaning remove them"),)
+    holders = []
+    for row in ready:
+        before = len(holders)
+        if row.CQ_TXN_ID is not None and row.CQ_NEXT_TXN_ID is None:
+            holders.append(Holder("compactor transaction", f"compaction {row.CQ_ID}'s transaction {row.CQ_TXN_ID} "
+                                  "has not committed", row.CQ_ID, txn_id=row.CQ_TXN_ID))
+        if row.CQ_COMMIT_TIME is not None and row.CQ_COMMIT_TIME > now_ms - (row.CQ_RETRY_RETENTION or 0):
+            holders.append(Holder("retention", f"compaction {row.CQ_ID} waits for its retry retention until "
+                                  f"{row.CQ_COMMIT_TIME + (row.CQ_RETRY_RETENTION or 0)} ms", row.CQ_ID))
+        if row.CQ_NEXT_TXN_ID is not None:
+            for txn in open_txns:
+                if txn.txn_id < row.CQ_NEXT_TXN_ID:
+                    holders.append(Holder("transaction", f"open transaction {txn.txn_id} ({txn.user}@{txn.host}"
+                                          + (f", {txn.agent_info}" if txn.agent_info else "")
+                                          + f") started before compaction {row.CQ_ID} committed", row.CQ_ID,
+                                          txn_id=txn.txn_id))
+        if row.CQ_TXN_ID:
+            for lease in leases:
+                if not ValidTxnList.parse(lease["RL_VALID_TXNS"]).is_valid(row.CQ_TXN_ID):
+                    holders.append(Holder("reader lease", f"reader lease {lease['RL_ID']} ({lease['RL_OWNER']}@"
+                                          f"{lease['RL_HOST']}) took its snapshot before compaction {row.CQ_ID} "
+                                          "committed", row.CQ_ID, lease_id=lease["RL_ID"]))
+        if len(holders) == before:
+            holders.append(Holder("cleaner", f"compaction {row.CQ_ID} is ready: the cleaner's next run removes them",
+                                  row.CQ_ID))
+    return tuple(holders)
+
+
+__all__ = ["DEFAULT_PAGE", "MAX_PAGE", "Holder", "LastCompaction", "PartitionHealth", "TableHealth", "Threshold",
+           "effective_thresholds", "table_health"]

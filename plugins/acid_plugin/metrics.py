@@ -1,0 +1,68 @@
+"""The ACID metrics through Airflow's `Stats` (StatsD, DogStatsD or OpenTelemetry, as the `[metrics]` settings say).
+
+Names are `acid.*` (after the deployment's `statsd_prefix`/`otel_prefix`, default `airflow`): the gauges of
+`acid_core.metrics` from the `acid_housekeeping` DAG's `metrics` task every minute and from each initiator poll,
+per compaction a timer and counters from `AcidCompactionOperator`, per cleaning counters from `acid_cleaner`. The
+README's "Metrics and alerts" lists them. Nothing is sent when metrics are off (Airflow's NoStatsLogger).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from acid_core.metrics import PREFIX
+
+
+def _stats():
+    """Airflow's task-side Stats, set up from the `[metrics]` configuration if this process has not done so: the
+    task runner does it before a task, but a task run in-process (`dag.test()`) gets only the default no-op."""
+    from airflow.sdk.configuration import conf
+    from airflow.sdk.observability import stats
+    from airflow.sdk.observability.metrics import stats_utils
+
+    factory = stats_utils.get_stats_factory()
+    if getattr(stats, "_factory", None) is not factory:  # the module keeps the factory it was initialised with
+        close_client()
+        stats.initialize(factory=factory, export_legacy_names=conf.getboolean("metrics", "legacy_names_on",
+                                                                             fallback=False))
+    return stats
+
+
+def close_client() -> None:
+    """Close the socket of the StatsD client Airflow's Stats holds, if any (`initialize` drops it unclosed)."""
+    from airflow.sdk.observability import stats
+
+    client = getattr(getattr(stats, "_backend", None), "statsd", None)
+    if callable(getattr(client, "close", None)):
+        client.close()
+
+
+def emit_gauges(values: Mapping[str, float]) -> None:
+    """Set each gauge (name -> value)."""
+    stats = _stats()
+    for name, value in values.items():
+        stats.gauge(name, value)
+
+
+def emit_compaction(*, compaction_type: str, outcome: str, stats_of_run: Mapping[str, Any]) -> None:
+    """One finished compaction run: its outcome counter (`compacted`, `refused`, `failed`, `interrupted`), and (when the driver reported them) its duration timer
+    and events and bytes read and written."""
+    stats = _stats()
+    tags = {"type": compaction_type.lower()}
+    stats.incr(f"{PREFIX}.compaction_{outcome.replace(' ', '_')}", tags=tags)
+    if "duration_seconds" in stats_of_run:
+        stats.timing(f"{PREFIX}.compaction_duration", float(stats_of_run["duration_seconds"]) * 1000, tags=tags)
+    for key in ("events_read", "events_written", "bytes_read", "bytes_written"):
+        if key in stats_of_run:
+            stats.incr(f"{PREFIX}.compaction_{key}", count=int(stats_of_run[key]), tags=tags)
+
+
+def emit_cleaning(results) -> None:
+    """One cleaner cycle (`acid_core.compaction.cleaner.CleanResult`s): entries cleaned, entries whose cleaning
+    failed, and the directories and bytes removed (dry runs count nothing)."""
+    stats = _stats()
+    done = [r for r in results if r.outcome != "dry run"]
+    stats.incr(f"{PREFIX}.cleaner_cleaned", count=sum(1 for r in done if r.outcome == "cleaned"))
+    stats.incr(f"{PREFIX}.cleaner_errors", count=sum(1 for r in done if r.outcome in ("error", "failed")))
+    stats.incr(f"{PREFIX}.cleaner_directories_removed", count=sum(len(r.removed) for r in done))
+    stats.incr(f"{PREFIX}.cleaner_bytes_removed", count=sum(r.bytes_removed for r in done))

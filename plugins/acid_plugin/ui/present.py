@@ -1,0 +1,90 @@
+"""How the ACID view shows metastore values: times in words, errors in one line, worker ids as task instances.
+
+Pure functions; no Airflow or database access.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+# `<host>-airflow.<dag>.<task>[<map index>].try<n>` (acid_plugin.operators._worker_id)
+_WORKER = re.compile(r"-airflow\.(?P<dag>[A-Za-z0-9_]+)\.(?P<task>[A-Za-z0-9_.]+?)(?:\[(?P<map>\d+)\])?"
+                     r"\.try(?P<try>\d+)$")
+# the last `Type: message` line of a Python traceback (`ValueError: ...`, `acid_core.errors.MetastoreError: ...`)
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b.*:")
+MAX_ERROR_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerTask:
+    """The Airflow task attempt a worker id names."""
+
+    dag_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+
+
+def parse_worker_id(worker_id: str | None) -> WorkerTask | None:
+    """The task attempt of an Airflow worker id, or None for any other worker (`acid compact run`, Hive's)."""
+    match = _WORKER.search(worker_id or "")
+    if match is None:
+        return None
+    return WorkerTask(match["dag"], match["task"], int(match["map"]) if match["map"] else -1, int(match["try"]))
+
+
+def task_instance_path(task: WorkerTask, run_id: str | None) -> str:
+    """The path of the task instance's page in Airflow 3's UI (of the task across runs when the run is unknown)."""
+    from urllib.parse import quote
+
+    dag, name = quote(task.dag_id, safe=""), quote(task.task_id, safe="")
+    if run_id is None:
+        return f"/dags/{dag}/tasks/{name}"
+    path = f"/dags/{dag}/runs/{quote(run_id, safe='')}/tasks/{name}"
+    return path + (f"/mapped/{task.map_index}" if task.map_index >= 0 else "")
+
+
+def one_line_error(message: str | None) -> str | None:
+    """The cause of an error in one line: a traceback's last `Type: message` line, else the last non-empty line;
+    cut to MAX_ERROR_CHARS (Hive keeps one line per compaction in SHOW COMPACTIONS)."""
+    if not message:
+        return message
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return None
+    chosen = lines[-1]
+    if len(lines) > 1 and lines[0].startswith("Traceback"):
+        chosen = next((line for line in reversed(lines) if _EXCEPTION_LINE.match(line)), chosen)
+    return chosen if len(chosen) <= MAX_ERROR_CHARS else chosen[:MAX_ERROR_CHARS - 1] + "…"
+
+
+def format_time(ms: int | None, now_ms: int) -> str | None:
+    """`2026-01-01 12:00:03 UTC (3 min ago)`; None stays None."""
+    if not ms:
+        return None
+    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{when} ({format_age(now_ms - ms)})"
+
+
+def format_age(ms: int) -> str:
+    """`12 s ago`, `3 min ago`, `2 h ago`, `4 d ago` (`in ...` for the future)."""
+    seconds = abs(ms) // 1000
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            amount = f"{seconds // size} {unit}"
+            break
+    else:
+        amount = f"{seconds} s"
+    return f"{amount} ago" if ms >= 0 else f"in {amount}"
+
+
+def format_bytes(size: int) -> str:
+    """`532 B`, `1.5 KiB`, `3.2 GiB`."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # not reached
