@@ -105,3 +105,11 @@ def dagbag(airflow_db):
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(dag_folder=str(ROOT / "dags"), bundle_path=ROOT / "dags", bundle_name="dags-folder")
+
+
+@pytest.fixture
+def recording_spark_submit(tmp_path, monkeypatch):
+    """spark_default pointed at a recording spark3-submit (dag_support.install_recording_spark_submit)."""
+    from dag_support import install_recording_spark_submit
+
+    return install_recording_spark_submit(tmp_path, monkeypatch)

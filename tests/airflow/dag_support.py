@@ -6,6 +6,10 @@ Imported as a top-level module (pytest puts `tests/airflow` on `sys.path`, as fo
 
 from __future__ import annotations
 
+import json
+import os
+import stat
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,3 +76,48 @@ def insert(ms, table: str, ds: str | None, rows: list[tuple]) -> None:
     EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"] if ds is not None else []).insert(
         rows, write_id=write_id, partition=partition)
     ms.txns.commit(txn_id)
+
+
+class SparkSubmitRecord:
+    """What a recording `spark3-submit` saw: one JSON line per command, its arguments and its environment."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def commands(self) -> list[dict]:
+        return [json.loads(line) for line in self.path.read_text().splitlines()] if self.path.exists() else []
+
+    @property
+    def argv(self) -> list[str]:
+        """The last command's arguments."""
+        return self.commands()[-1]["argv"]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The last command's environment."""
+        return self.commands()[-1]["env"]
+
+    def confs(self) -> dict[str, str]:
+        """The last command's `--conf`s."""
+        argv = self.argv
+        return dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
+
+
+def install_recording_spark_submit(directory: Path, monkeypatch) -> SparkSubmitRecord:
+    """A real `spark3-submit` first on PATH that records each command and starts nothing (so a compaction's entry is
+    never claimed and its task fails, as a job that died before its driver ran); `spark_default` names it."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir()
+    record = directory / "spark-submit.jsonl"
+    script = bin_dir / "spark3-submit"
+    script.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                      f"open({str(record)!r}, 'a').write(json.dumps({{'argv': sys.argv[1:], 'env': dict(os.environ)}})"
+                      " + '\\n')\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+        {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark3-submit"}}))
+    return SparkSubmitRecord(record)

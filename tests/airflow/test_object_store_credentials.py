@@ -6,9 +6,6 @@ nothing (so the task fails, as a job that died before its driver ran)."""
 from __future__ import annotations
 
 import json
-import os
-import stat
-import sys
 
 import pytest
 
@@ -17,21 +14,6 @@ from dag_support import COLUMNS, insert
 pytestmark = pytest.mark.airflow
 
 SECRET = "s3cr3t-Access-Key-Value"
-
-
-@pytest.fixture
-def recording_spark_submit(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    record = tmp_path / "submitted.json"
-    script = bin_dir / "spark3-submit"
-    script.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                      f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(record)!r}, 'w'))\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
-        {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark3-submit"}}))
-    return record
 
 
 def _point_at_credentials(monkeypatch, metastore_url: str, warehouse: str, aws_conn_id: str) -> None:
@@ -56,11 +38,10 @@ def test_credentials_of_the_aws_connection_reach_spark_submit_by_environment_onl
 
     dagbag.get_dag("acid_worker").test(run_conf={"max_compactions": 100})
 
-    submitted = json.loads(recording_spark_submit.read_text())
-    env = submitted["env"]
+    env = recording_spark_submit.env
     assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("AKIATESTKEYID", SECRET)
     assert (env["AWS_DEFAULT_REGION"], env["AWS_ENDPOINT_URL_S3"]) == ("eu-west-3", "http://127.0.0.1:9")
-    assert not [arg for arg in submitted["argv"] if SECRET in arg]
+    assert not [arg for arg in recording_spark_submit.argv if SECRET in arg]
     assert SECRET not in caplog.text
 
 

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import stat
-import sys
 
 import pytest
 
@@ -39,28 +36,9 @@ def dagbag(airflow_db):
         yield DagBag(dag_folder=str(ROOT / "dags"), bundle_path=ROOT / "dags", bundle_name="dags-folder")
 
 
-@pytest.fixture
-def recording_spark_submit(tmp_path, monkeypatch):
-    """spark3-submit first on PATH, appending each command line to a file; returns that file."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    record = tmp_path / "argv.jsonl"
-    script = bin_dir / "spark3-submit"
-    script.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                      f"open({str(record)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
-        {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark3-submit"}}))
-    return record
-
-
 def _submitted_ids(record) -> list[int]:
     """The --compaction-id of every spark-submit command recorded, in order."""
-    if not record.exists():
-        return []
-    commands = [json.loads(line) for line in record.read_text().splitlines()]
-    return [int(argv[argv.index("--compaction-id") + 1]) for argv in commands]
+    return [int(command["argv"][command["argv"].index("--compaction-id") + 1]) for command in record.commands()]
 
 
 def _airflow_pools_of(dag_run) -> dict[int, str]:

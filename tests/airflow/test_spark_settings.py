@@ -6,8 +6,6 @@ never claimed and the task fails, as a job that died before its driver ran)."""
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 
 import pytest
@@ -15,22 +13,6 @@ import pytest
 from dag_support import COLUMNS, insert, task_states
 
 pytestmark = pytest.mark.airflow
-
-
-@pytest.fixture
-def recording_spark_submit(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    record = tmp_path / "argv.json"
-    script = bin_dir / "spark3-submit"
-    script.write_text(f"#!{sys.executable}\nimport json, os, sys\njson.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n"
-                      f"json.dump({{k: v for k, v in os.environ.items() if k.startswith('PYSPARK')}}, "
-                      f"open({str(record.with_suffix('.env.json'))!r}, 'w'))\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
-        {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark3-submit"}}))
-    return record
 
 
 def test_compactor_spark_properties_reach_the_spark_submit_command(acid_connection, make_ms, dagbag,
@@ -49,8 +31,7 @@ def test_compactor_spark_properties_reach_the_spark_submit_command(acid_connecti
 
     run = dagbag.get_dag("acid_worker").test(run_conf={"max_compactions": 100})
 
-    argv = json.loads(recording_spark_submit.read_text())
-    confs = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
+    argv, confs = recording_spark_submit.argv, recording_spark_submit.confs()
     assert confs["spark.executor.memory"] == "8g"  # the table's beats the database's
     assert confs["spark.executor.cores"] == "3"  # the request's beats the table's
     assert confs["spark.yarn.queue"] == "etl"  # Hive's job queue, from the database
@@ -76,13 +57,12 @@ def test_a_cluster_master_ships_the_code_and_names_the_executors_python_never_th
 
     dagbag.get_dag("acid_worker").test(run_conf={"max_compactions": 100})
 
-    argv = json.loads(recording_spark_submit.read_text())
-    confs = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
+    confs = recording_spark_submit.confs()
     assert confs["spark.archives"] == "hdfs:///envs/acid.tar.gz#acid_env"
     assert confs["spark.pyspark.python"] == "./acid_env/bin/python"
     assert confs["spark.pyspark.driver.python"] == sys.executable
     assert confs["spark.submit.pyFiles"].startswith(str(tmp_path / "ship" / "acid-code-"))
-    environment = json.loads(recording_spark_submit.with_suffix(".env.json").read_text())
+    environment = recording_spark_submit.env
     assert environment["PYSPARK_PYTHON"] == "./acid_env/bin/python"
     assert not [value for key, value in confs.items() if sys.executable in value and key != "spark.pyspark.driver.python"]
 
@@ -121,8 +101,7 @@ def test_the_manual_dags_properties_override_the_tables_for_one_run(acid_connect
     dagbag.get_dag("acid_compact").test(run_conf={**MANUAL, "properties": {
         "compactor.spark.executor.memory": "12g", "compactor.hive.compactor.job.queue": "adhoc"}})
 
-    argv = json.loads(recording_spark_submit.read_text())
-    confs = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
+    confs = recording_spark_submit.confs()
     assert confs["spark.executor.memory"] == "12g" and confs["spark.yarn.queue"] == "adhoc"
     assert confs["spark.executor.cores"] == "2"  # the table's, where the run says nothing
     assert ms.catalog.get_table("default", "sales").params["compactor.spark.executor.memory"] == "8g"
