@@ -203,7 +203,7 @@ class Launcher:
         self.say(f"DAGs, plugins  {settings.dags_folder}, {settings.plugins_folder}")
         self.say(f"logs           {settings.logs}")
         status = 0
-        for name in ("setup.log", "writer.log", "airflow-standalone.log"):
+        for name in ("setup.log", "writer.log", "airflow-standalone.log", "metrics.log"):
             rotate_log(settings.logs / name)
         try:
             self.say("Setting up: Airflow DB (db migrate), connections acid_metastore and spark_default, "
@@ -216,6 +216,12 @@ class Launcher:
             self.children.append(start_child(
                 "writer", [sys.executable, "-m", "acid_platform.demo"],  # URL from env; its log: standard error
                 env=self.env, log=writer_log, stop_signal=signal.SIGTERM, cwd=settings.acid_home))
+            metrics_log = settings.logs / "metrics.log"
+            if self.env.get("AIRFLOW__METRICS__STATSD_HOST") == "127.0.0.1":  # make run's own sink, not the user's
+                self.children.append(start_child(
+                    "metrics", [sys.executable, "-m", "acid_platform.metrics_sink",
+                                "--port", self.env["AIRFLOW__METRICS__STATSD_PORT"]],
+                    env=self.env, log=metrics_log, stop_signal=signal.SIGTERM, cwd=settings.acid_home))
             airflow_log = settings.logs / "airflow-standalone.log"
             self.children.append(start_child(
                 "airflow", [str(Path(sys.executable).parent / "airflow"), "standalone"], env=self.env,
@@ -228,6 +234,9 @@ class Launcher:
             for line in self._login_lines(setup):
                 self.say(line)
             self.say(f"  health:   {_health_summary(health)}")
+            if any(child.name == "metrics" for child in self.children):
+                self.say(f"  metrics:  {metrics_log} (StatsD received on udp://127.0.0.1:"
+                         f"{self.env['AIRFLOW__METRICS__STATSD_PORT']})")
             self.say(f"  DAGs run every {self.env['ACID_INITIATOR_INTERVAL_SECONDS']} s (initiator) / "
                      f"{self.env['ACID_WORKER_INTERVAL_SECONDS']} s (worker) / "
                      f"{self.env['ACID_CLEANER_INTERVAL_SECONDS']} s (cleaner), Spark {SPARK_MASTER}; task logs in "

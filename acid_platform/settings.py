@@ -183,10 +183,11 @@ def platform_environment(settings: Settings, base: Mapping[str, str] | None = No
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{settings.api_url}/execution/",
         # The LocalExecutor forks `parallelism` workers up front (default 32): a few are plenty for these DAGs.
         "AIRFLOW__CORE__PARALLELISM": str(sum(settings.airflow_pools.values()) + 4),
-        # Metrics (Airflow's and the acid.* ones) as StatsD to loopback: `nc -ul 127.0.0.1 8125` shows them
+        # Metrics (Airflow's and the acid.* ones) as StatsD to loopback, where the launcher's sink writes them to
+        # logs/metrics.log (acid_platform.metrics_sink); 8125 unless another process holds it
         "AIRFLOW__METRICS__STATSD_ON": "True",
         "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-        "AIRFLOW__METRICS__STATSD_PORT": "8125",
+        "AIRFLOW__METRICS__STATSD_PORT": str(8125 if _udp_bindable(8125) else _free_port(socket.SOCK_DGRAM)),
         **DEMO_INTERVALS,
     }
     for name, value in defaults.items():
@@ -210,8 +211,17 @@ def _bindable(host: str, port: int) -> bool:
     return True
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+def _udp_bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
