@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from acid_core.compaction.initiator import (DELTA_NUM_THRESHOLD, DELTA_PCT_THRESHOLD, FAILED_RETRY_TIME_MS,
-                                            FAILED_THRESHOLD, _compaction_type, _sizes, _threshold)
+                                            FAILED_THRESHOLD, base_and_delta_sizes, decide_compaction_type,
+                                            table_threshold)
 from acid_core.errors import AcidError, UsageError
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
@@ -110,7 +111,7 @@ def effective_thresholds(table: TableInfo, *, delta_num_threshold: int = DELTA_N
         MetastoreError: a threshold property is not a number.
     """
     def one(name: str, key: str, default: float, kind: type) -> Threshold:
-        value = _threshold(table, key, default, kind)
+        value = table_threshold(table, key, default, kind)
         return Threshold(name, value, f"table property {key}" if table.param(key) is not None else "default")
 
     return (one("hive.compactor.delta.num.threshold", DELTA_NUM_PROPERTY, delta_num_threshold, int),
@@ -227,8 +228,8 @@ def _partition_health(table: TableInfo, partition: str | None, snapshot, *, num:
         where = data_location(table, partition)
         state = get_acid_state(where.path, write_ids=snapshot.write_ids[name], txns=snapshot.txns, missing_ok=True,
                                fs=where.fs)
-        base_bytes, delta_bytes = _sizes(state)
-        due, reason = _compaction_type(table, state, delta_num_threshold=num, delta_pct_threshold=pct)
+        base_bytes, delta_bytes = base_and_delta_sizes(state)
+        due, reason = decide_compaction_type(table, state, delta_num_threshold=num, delta_pct_threshold=pct)
     except AcidError as exc:
         return PartitionHealth(error=f"{type(exc).__name__}: {exc}", **common)
     held = ()

@@ -153,7 +153,7 @@ def _failed_too_often(metastore: Metastore, candidate: Candidate, threshold: int
             f"(failed.compacts.threshold {threshold}; retried after failed.retry.time {retry_time_ms} ms)")
 
 
-def _threshold(table: TableInfo, key: str, default: float, kind: type) -> float:
+def table_threshold(table: TableInfo, key: str, default: float, kind: type) -> float:
     text = table.param(key)
     if text is None:
         return default
@@ -169,7 +169,7 @@ def _bucket_bytes(state: DirectoryState, name: str) -> int:
                if not child.is_dir and parse_bucket_file(child.name) is not None)
 
 
-def _sizes(state: DirectoryState) -> tuple[int, int]:
+def base_and_delta_sizes(state: DirectoryState) -> tuple[int, int]:
     """Hive's getBaseSize (base files, else original files) and the bytes of all current deltas."""
     if state.base is not None:
         base_size = _bucket_bytes(state, state.base.name)
@@ -180,19 +180,19 @@ def _sizes(state: DirectoryState) -> tuple[int, int]:
     return base_size, sum(_bucket_bytes(state, delta.name) for delta in state.deltas)
 
 
-def _compaction_type(table: TableInfo, state: DirectoryState, *, delta_num_threshold: int,
+def decide_compaction_type(table: TableInfo, state: DirectoryState, *, delta_num_threshold: int,
                      delta_pct_threshold: float) -> tuple[CompactionType | None, str]:
     """Hive's determineCompactionType, with the numbers that decided it."""
-    base_size, delta_size = _sizes(state)
+    base_size, delta_size = base_and_delta_sizes(state)
     no_base = base_size == 0 and delta_size > 0
     if not no_base:
-        pct = _threshold(table, DELTA_PCT_PROPERTY, delta_pct_threshold, float)
+        pct = table_threshold(table, DELTA_PCT_PROPERTY, delta_pct_threshold, float)
         if base_size > 0 and delta_size / base_size > pct:
             return CompactionType.MAJOR, (f"delta size {delta_size} / base size {base_size} = "
                                           f"{delta_size / base_size:.3g} > delta.pct.threshold {pct}")
         if delta_size == 0 and any(name.startswith("base_") for name in state.obsolete):
             return CompactionType.MAJOR, "no delta data but several bases"
-    num = int(_threshold(table, DELTA_NUM_PROPERTY, delta_num_threshold, int))
+    num = int(table_threshold(table, DELTA_NUM_PROPERTY, delta_num_threshold, int))
     count = len(state.deltas)
     if count <= num:
         return None, f"{count} deltas <= delta.num.threshold {num}" + ("" if no_base else
@@ -208,7 +208,7 @@ def _rebalance(table: TableInfo, state: DirectoryState, target_bytes: int) -> tu
     turns this off) and more buckets are wanted than it has. Unbucketed tables only: Hive refuses the others."""
     if table.num_buckets > 0:
         return None
-    target = int(_threshold(table, REBALANCE_BUCKET_SIZE_PROPERTY, target_bytes, int))
+    target = int(table_threshold(table, REBALANCE_BUCKET_SIZE_PROPERTY, target_bytes, int))
     if target <= 0:
         return None
     sizes: dict[int, int] = {}
@@ -279,7 +279,7 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
     except (DirectoryVanishedError, NotEnoughHistoryError):
         # compacted (and maybe cleaned) past the cycle's snapshot meanwhile: look again, once, with a fresh one
         state = get_acid_state(where.path, write_ids=reads.write_ids(table, fresh=True), missing_ok=True, fs=where.fs)
-    compaction_type, reason = _compaction_type(table, state, delta_num_threshold=delta_num_threshold,
+    compaction_type, reason = decide_compaction_type(table, state, delta_num_threshold=delta_num_threshold,
                                                delta_pct_threshold=delta_pct_threshold)
     if compaction_type is CompactionType.MAJOR:
         rebalance = _rebalance(table, state, rebalance_bucket_bytes)
