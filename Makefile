@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_initiator.py
 	$(BIN)/python bench/bench_history.py
 	$(BIN)/python bench/bench_scale.py
+	$(BIN)/python bench/bench_s3.py
 
 clean:
 	rm -rf $(VENV) $(ACID_HOME)
