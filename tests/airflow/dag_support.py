@@ -6,6 +6,8 @@ Imported as a top-level module (pytest puts `tests/airflow` on `sys.path`, as fo
 
 from __future__ import annotations
 
+from committed_writes import insert  # noqa: F401  (re-exported to the tests)
+
 import json
 import os
 import stat
@@ -60,22 +62,6 @@ def asset_events(name: str) -> int:
     with create_session() as session:
         return session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id).filter(
             AssetModel.name == name).count()
-
-
-def insert(ms, table: str, ds: str | None, rows: list[tuple]) -> None:
-    """One committed transaction writing `rows` as a delta of `default.<table>` (partition `ds=<ds>` when given)."""
-    from acid_core.metastore.txns import Operation
-    from acid_core.writer import EmbeddedWriter
-
-    info = ms.catalog.get_table("default", table)
-    partition = {"ds": ds} if ds is not None else None
-    name = ms.catalog.add_partition("default", table, partition).name if ds is not None else None
-    txn_id = ms.txns.open_txn()
-    write_id = ms.txns.allocate_write_ids([txn_id], "default", table)[txn_id]
-    ms.txns.add_components(txn_id, "default", table, [name], Operation.INSERT)
-    EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"] if ds is not None else []).insert(
-        rows, write_id=write_id, partition=partition)
-    ms.txns.commit(txn_id)
 
 
 class SparkSubmitRecord:

@@ -6,29 +6,15 @@ Shared by the TestClient tests and the browser test (which builds it before star
 
 from __future__ import annotations
 
+from committed_writes import insert  # noqa: F401  (re-exported to the tests)
+
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionType
-from acid_core.metastore.txns import Operation
-from acid_core.writer import EmbeddedWriter
 
 COLUMNS = [("id", "int"), ("v", "string")]
 TRACEBACK = ("Traceback (most recent call last):\n  File \"compact.py\", line 10, in main\n    run()\n"
              "acid_core.errors.FileSystemError: cannot read bucket_00000: disk on fire\n")
-
-
-def insert(ms: Metastore, table: str, ds: str | None, rows: list[tuple]) -> int:
-    """One committed transaction writing `rows` as a delta of `default.<table>`; returns its transaction id."""
-    info = ms.catalog.get_table("default", table)
-    partition = {"ds": ds} if ds is not None else None
-    name = ms.catalog.add_partition("default", table, partition).name if ds is not None else None
-    txn_id = ms.txns.open_txn()
-    write_id = ms.txns.allocate_write_ids([txn_id], "default", table)[txn_id]
-    ms.txns.add_components(txn_id, "default", table, [name], Operation.INSERT)
-    EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"] if ds is not None else []).insert(
-        rows, write_id=write_id, partition=partition)
-    ms.txns.commit(txn_id)
-    return txn_id
 
 
 def build(url: str, warehouse: str) -> dict:
