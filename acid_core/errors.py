@@ -23,10 +23,11 @@ _WRAPPERS = frozenset({"Py4JJavaError", "Py4JError", "PythonException", "SparkEx
                        "InvocationTargetException", "UndeclaredThrowableException"})
 
 
-def one_line(text: str | None, *, limit: int = ERROR_LINE_LIMIT) -> str | None:
+def one_line(text: str | None, *, limit: int = ERROR_LINE_LIMIT, qualified: bool = False) -> str | None:
     """The cause in a possibly multi-line error text (a Python traceback, a Java stack trace, a Py4J error wrapping a
     Spark task's Python traceback) as one line `Type: message`: the innermost error line that is not a wrapper's,
-    else the text's last non-blank line; whitespace collapsed, at most `limit` characters. None stays None."""
+    else the text's last non-blank line; whitespace collapsed, at most `limit` characters. None stays None.
+    `qualified` keeps the type's module or package as the text has it (`acid_core.errors.FileSystemError: ...`)."""
     if text is None:
         return None
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
@@ -36,11 +37,11 @@ def one_line(text: str | None, *, limit: int = ERROR_LINE_LIMIT) -> str | None:
     for line in lines:
         match = _ERROR_LINE.match(line)
         if match and not line.startswith(("at ", "File ")):
-            causes.append((match.group(1), match.group(2)))
-    useful = [(kind, message) for kind, message in causes if kind not in _WRAPPERS]
+            causes.append((match.group(1), match.group(2), line))
+    useful = [cause for cause in causes if cause[0] not in _WRAPPERS]
     if useful:
-        kind, message = useful[-1]  # Python prints the innermost (the raised) error last
-        return _clip(f"{kind}: {message}" if message else kind, limit)
+        kind, message, line = useful[-1]  # Python prints the innermost (the raised) error last
+        return _clip(line if qualified else f"{kind}: {message}" if message else kind, limit)
     return _clip(lines[-1], limit)
 
 

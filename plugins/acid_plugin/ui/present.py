@@ -9,11 +9,11 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from acid_core.errors import one_line
+
 # `<host>-airflow.<dag>.<task>[<map index>].try<n>` (acid_plugin.operators._worker_id)
 _WORKER = re.compile(r"-airflow\.(?P<dag>[A-Za-z0-9_]+)\.(?P<task>[A-Za-z0-9_.]+?)(?:\[(?P<map>\d+)\])?"
                      r"\.try(?P<try>\d+)$")
-# the last `Type: message` line of a Python traceback (`ValueError: ...`, `acid_core.errors.MetastoreError: ...`)
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b.*:")
 MAX_ERROR_CHARS = 300
 
 
@@ -47,17 +47,9 @@ def task_instance_path(task: WorkerTask, run_id: str | None) -> str:
 
 
 def one_line_error(message: str | None) -> str | None:
-    """The cause of an error in one line: a traceback's last `Type: message` line, else the last non-empty line;
-    cut to MAX_ERROR_CHARS (Hive keeps one line per compaction in SHOW COMPACTIONS)."""
-    if not message:
-        return message
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    if not lines:
-        return None
-    chosen = lines[-1]
-    if len(lines) > 1 and lines[0].startswith("Traceback"):
-        chosen = next((line for line in reversed(lines) if _EXCEPTION_LINE.match(line)), chosen)
-    return chosen if len(chosen) <= MAX_ERROR_CHARS else chosen[:MAX_ERROR_CHARS - 1] + "…"
+    """The cause of an error in one line (`acid_core.errors.one_line`, the type as qualified as the text has it), cut
+    to MAX_ERROR_CHARS: Hive keeps one line per compaction in SHOW COMPACTIONS."""
+    return one_line(message, limit=MAX_ERROR_CHARS, qualified=True) if message else message
 
 
 def format_time(ms: int | None, now_ms: int) -> str | None:
