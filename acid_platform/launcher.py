@@ -213,9 +213,10 @@ class Launcher:
             self.say(f"  done; tables {', '.join(setup['tables'])}")
             self._watch_compactions()
             writer_log = settings.logs / "writer.log"
-            self.children.append(start_child(
-                "writer", [sys.executable, "-m", "acid_platform.demo"],  # URL from env; its log: standard error
-                env=self.env, log=writer_log, stop_signal=signal.SIGTERM, cwd=settings.acid_home))
+            if settings.demo_writer:
+                self.children.append(start_child(
+                    "writer", [sys.executable, "-m", "acid_platform.demo"],  # URL from env; its log: standard error
+                    env=self.env, log=writer_log, stop_signal=signal.SIGTERM, cwd=settings.acid_home))
             metrics_log = settings.logs / "metrics.log"
             if self.env.get("AIRFLOW__METRICS__STATSD_HOST") == "127.0.0.1":  # make run's own sink, not the user's
                 self.children.append(start_child(
@@ -226,8 +227,8 @@ class Launcher:
             self.children.append(start_child(
                 "airflow", [str(Path(sys.executable).parent / "airflow"), "standalone"], env=self.env,
                 log=airflow_log, stop_signal=signal.SIGINT, cwd=settings.acid_home))  # stray files land there too
-            self.say(f"Started the writer (log {writer_log}) and airflow standalone (log {airflow_log}); "
-                     "waiting for the API server ...")
+            self.say((f"Started the writer (log {writer_log}) and " if settings.demo_writer else "Started ")
+                     + f"airflow standalone (log {airflow_log}); waiting for the API server ...")
             health = self._wait_until_ready()
             self.say("")
             self.say(f"Airflow is ready: {settings.ui_url}")

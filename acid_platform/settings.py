@@ -42,6 +42,7 @@ class Settings:
     worker_threads: int
     compaction_pools: tuple[PoolSetting, ...] = ()  # ACID_COMPACTION_POOLS: labelled pools and their slots
     repo: Path = ROOT
+    demo_writer: bool = True  # ACID_DEMO_WRITER: start the demo writer (off: the platform on the user's own tables)
 
     @property
     def airflow_pools(self) -> dict[str, int]:
@@ -113,6 +114,9 @@ def load_settings(environ: Mapping[str, str] | None = None, *, repo: Path = ROOT
     threads = _whole_number(environ, "ACID_WORKER_THREADS", 1, low=1, high=1024)
     pools = parse_pools(environ.get(POOLS_VARIABLE))
     host = environ.get("AIRFLOW__API__HOST", "").strip() or DEFAULT_HOST
+    writer_text = environ.get("ACID_DEMO_WRITER", "").strip().lower() or "on"
+    if writer_text not in ("on", "off"):
+        raise UsageError(f"ACID_DEMO_WRITER must be on or off, got {environ.get('ACID_DEMO_WRITER')!r}")
     for name in DEMO_INTERVALS:
         if environ.get(name, "").strip():
             _whole_number(environ, name, 300, low=1, high=10**9)
@@ -123,7 +127,7 @@ def load_settings(environ: Mapping[str, str] | None = None, *, repo: Path = ROOT
         except AcidError as exc:
             raise UsageError(str(exc)) from None
     return Settings(acid_home=acid_home, metastore_url=url, warehouse=warehouse, port=port, host=host,
-                    worker_threads=threads, compaction_pools=pools, repo=repo)
+                    worker_threads=threads, compaction_pools=pools, repo=repo, demo_writer=writer_text == "on")
 
 
 @contextlib.contextmanager
@@ -164,6 +168,7 @@ def platform_environment(settings: Settings, base: Mapping[str, str] | None = No
         "ACID_WAREHOUSE": settings.warehouse,
         ENV_URL: with_credentials(bare, login, None),
         "AIRFLOW_HOME": str(settings.airflow_home),
+        "ACID_WORKER_THREADS": str(settings.worker_threads),  # the worker DAGs start as many workers a run
         "AIRFLOW_CONFIG": str(settings.airflow_home / "airflow.cfg"),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{settings.airflow_home / 'airflow.db'}",
         "AIRFLOW__CORE__DAGS_FOLDER": str(settings.dags_folder),

@@ -4,29 +4,39 @@ One DAG per compaction pool (Hive 4's `hive.compactor.worker.pool`): `acid_worke
 pool without workers of its own, and `acid_worker_<name>` for each labelled pool of ACID_COMPACTION_POOLS (made by
 `worker_dag` below), whose compactions run in the Airflow pool `acid_compaction_<name>`: Airflow cannot give mapped
 task instances different pools (apache/airflow#33657), so a pool is a DAG. A busy table in its own pool then takes
-only that pool's slots. No work at import time: acid_core and the hook are imported inside the tasks.
+only that pool's slots. Each `compact` task is one worker slot that runs the pool's queue oldest first in long-lived
+Spark applications (acid_plugin.batch): the start-up is paid per application, not per compaction. No work at import
+time: acid_core and the hook are imported inside the tasks.
 """
 
 from __future__ import annotations
 
+import os
+
 from acid_plugin.assets import COMPACTED, COMPACTED_TABLES, QUEUED
-from acid_plugin.operators import AcidCompactionOperator
+from acid_plugin.batch import AcidCompactionBatchOperator
 from acid_plugin.params import Bounds, check_numbers, interval_from_env
 from acid_plugin.pools import airflow_pool, configured_pools, worker_dag_id
 from airflow.sdk import AssetOrTimeSchedule, DeltaTriggerTimetable, dag, task
 
 MAX_ACTIVE_RUNS = 16
-FINISHED_TASK_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 POOL_TIMEOUT_SECONDS = 12 * 3600  # Hive's hive.compactor.worker.pool.timeout
-NUMBERS = {"max_compactions": Bounds(0, 10000), "pool_timeout_seconds": Bounds(0, 10**9)}
+NUMBERS = {"max_compactions": Bounds(0, 10000), "pool_timeout_seconds": Bounds(0, 10**9),
+           "workers": Bounds(1, 1024), "batch_seconds": Bounds(1, 86400)}
 
 
-def listed_variable(pool: str | None, conn_id: str) -> str:
-    """The Variable recording which compactions each run of a worker DAG took, {run id: [compaction ids in map-index
-    order]}: `<dag id>_listed.<metastore connection id>` (`acid_worker_listed.acid_metastore` for the default pool),
-    one per DAG. A run leaves out what a still-active run of its DAG took and has not run yet, so overlapping runs do
-    not line up the same entries (running one twice is prevented in the metastore anyway: AcidCompactionOperator)."""
-    return f"{worker_dag_id(pool)}_listed.{conn_id}"
+def default_workers(pool: str | None) -> int:
+    """How many `compact` tasks a run starts at most: the Airflow pool's slots as `make run` and docker-compose set
+    them (a labelled pool's own slots, else ACID_WORKER_THREADS, Hive's hive.compactor.worker.threads; default 1).
+    More would only wait for a slot; a run's tasks all pull from the same queue."""
+    try:
+        threads = max(1, int(os.environ.get("ACID_WORKER_THREADS") or 1))
+    except ValueError:
+        threads = 1
+    if pool is None:
+        return threads
+    return next((setting.slots or threads for setting in configured_pools() if setting.name == pool), threads)
+
 
 DOC_MD = """
 ### ACID worker{title}
@@ -35,21 +45,26 @@ Hive's Worker{of_pool}: runs the compactions waiting in the queue of the `acid_m
 `initiated`, queued by `acid_initiator`, by `acid_compact` with `wait` false, by `ALTER TABLE ... COMPACT`, or put back
 by `acid_housekeeping`){which}.
 
-1. **`list_compactions`** takes those initiated compactions, oldest first, at most `max_compactions`, leaving out the
-   ones a still-active run of this DAG took and has not run yet.
-2. **`compact`** is mapped over them: one spark-submit job each (`spark_jobs/compact.py`, connection
-   `spark_default`), in the Airflow pool `{airflow_pool}`, whose slots are this pool's worker-thread count
-   (`hive.compactor.worker{threads}.threads`) and so cap its compactions running at once. A task succeeds when its
-   entry is `ready for cleaning` and emits the `acid_compacted` asset, which starts `acid_cleaner`, and
-   `acid_compacted.<db>.<table>` (both naming the compaction in the event's `extra`); one refused for lack of work
-   (Hive's refusal, not a failure) is skipped and emits nothing; it fails with the queue's one-line error message
-   when the compaction failed. An entry another worker
-   holds is skipped and one compacted already succeeds without running anything, so no entry runs twice.
+1. **`list_compactions`** counts the waiting compactions (oldest first, its XCom `waiting` lists at most 100 of them)
+   and starts as many `compact` workers as the pool has slots (`workers`), fewer if fewer wait, sharing
+   `max_compactions` between them.
+2. **`compact`** (acid_plugin.batch) is one worker slot in the Airflow pool `{airflow_pool}`, whose slots are this
+   pool's worker-thread count (`hive.compactor.worker{threads}.threads`) and so cap its compactions running at once.
+   It runs the pool's compactions one after another in a long-lived Spark application (`spark_jobs/compact.py
+   --batch`, connection `spark_default`), each time taking the oldest waiting entry, so entries start in enqueue
+   order whichever run's task got the slot; it stops when none waits, after its share of `max_compactions`, or after
+   `batch_seconds` (the compaction in hand finishes). An entry whose `compactor.spark.*` settings differ from the
+   running application's gets an application of its own. Each compaction has its own lines in the task log (its
+   HadoopJobId names the application and the Spark job), metrics and alerts, and a summary in the task's return
+   value (the map label lists the compaction ids). The task emits `acid_compacted` (which starts `acid_cleaner`;
+   its `extra` lists the compactions) and `acid_compacted.<db>.<table>`; it is skipped when nothing was waiting or
+   everything was refused for lack of work (Hive's refusal, not a failure); it fails, without retries, naming them,
+   when compactions failed (the others ran); a killed application fails it retryably (housekeeping puts its
+   compaction in hand back). Claims are compare-and-swaps, so no entry runs twice.
 
 **When it runs.** On every `acid_compaction_queued` asset event (a poll of `acid_initiator` that queued something)
-and every `ACID_WORKER_INTERVAL_SECONDS` (default 60), for entries queued another way. Up to 16 runs at once: a
-run waits for its compactions, so a compaction queued while a long one runs starts in the next run as soon as the
-pool has a free slot.
+and every `ACID_WORKER_INTERVAL_SECONDS` (default 60), for entries queued another way. Up to 16 runs at once; a
+running worker also takes what was queued after it started.
 """
 
 
@@ -57,8 +72,15 @@ def worker_dag(pool: str | None, *, labelled: tuple[str, ...] = ()):
     """The worker DAG of compaction pool `pool` (None: the default pool's `acid_worker`, which also serves every pool
     not in `labelled`, and, after `pool_timeout_seconds`, theirs too, as Hive's default pool does)."""
     dag_id = worker_dag_id(pool)
-    params = {"max_compactions": NUMBERS["max_compactions"].param(
-        100, "Run at most this many queued compactions in this DAG run")}
+    params = {
+        "max_compactions": NUMBERS["max_compactions"].param(
+            1000, "Run at most this many queued compactions in this DAG run"),
+        "workers": NUMBERS["workers"].param(
+            default_workers(pool), "Start at most this many compaction workers (the Airflow pool's slots cap how "
+                                   "many run at once)"),
+        "batch_seconds": NUMBERS["batch_seconds"].param(
+            600, "A worker takes no new compaction after this many seconds (the one in hand finishes)"),
+    }
     if pool is None:
         params["pool_timeout_seconds"] = NUMBERS["pool_timeout_seconds"].param(
             POOL_TIMEOUT_SECONDS, "Also run compactions of the labelled pools (ACID_COMPACTION_POOLS) that have waited "
@@ -87,77 +109,41 @@ def worker_dag(pool: str | None, *, labelled: tuple[str, ...] = ()):
         params=params,
     )
     def worker():
-        @task(max_active_tis_per_dag=1)  # one listing at a time: each sees what the previous ones took
-        def list_compactions(params=None, ti=None) -> list[int]:
-            """The ids of the initiated compactions of this DAG's pool that this run takes: oldest first, at most
-            `max_compactions`, none that a still-active run of this DAG took and has not run yet."""
+        @task
+        def list_compactions(params=None, ti=None) -> list[dict]:
+            """The `compact` workers of this run: `{"max_compactions": n}` each, as many as the pool has slots and
+            compactions wait."""
             return _list_compactions(pool, labelled, params, ti)
 
-        AcidCompactionOperator.partial(task_id="compact", pool=airflow_pool(pool), outlets=[COMPACTED, COMPACTED_TABLES],
-                                       map_index_template="{{ acid_compaction }}").expand(
-            compaction_id=list_compactions())
+        AcidCompactionBatchOperator.partial(
+            task_id="compact", pool=airflow_pool(pool), outlets=[COMPACTED, COMPACTED_TABLES],
+            map_index_template="{{ acid_compaction }}", compaction_pool=pool, other_than=labelled if pool is None else (),
+            pool_timeout_seconds="{{ params.pool_timeout_seconds | default(0) }}",
+            batch_seconds="{{ params.batch_seconds }}").expand_kwargs(list_compactions())
 
     return worker()
 
 
-def _list_compactions(pool: str | None, labelled: tuple[str, ...], params, ti) -> list[int]:
-    import json
+def _list_compactions(pool: str | None, labelled: tuple[str, ...], params, ti) -> list[dict]:
     import logging
 
+    from acid_core.compaction.batch import QueueSelection
     from acid_plugin.hooks import AcidMetastoreHook
-    from airflow.sdk import Variable
 
     log = logging.getLogger("airflow.task")
     check_numbers(params, {name: bound for name, bound in NUMBERS.items() if name in params})
-    hook = AcidMetastoreHook()
-    key = listed_variable(pool, hook.acid_metastore_conn_id)
-    try:
-        stored = json.loads(Variable.get(key, default="{}"))
-        listed = {str(run): [int(i) for i in ids] for run, ids in stored.items() if run != ti.run_id}
-    except (ValueError, TypeError, AttributeError):
-        log.warning("worker: ignoring the unreadable Variable %s", key)
-        listed = {}
-    kept, held = _held_by_other_runs(ti, listed)
-    limit = int(params["max_compactions"])
-    if pool is None:  # the default pool: "default" and every pool without a worker DAG of its own
-        which = {"other_than": labelled, "pool_timeout_ms": int(params.get("pool_timeout_seconds") or 0) * 1000}
-    else:
-        which = {"pool": pool}
-    with hook.metastore() as metastore:
-        waiting = metastore.compactions.initiated(limit=limit + len(held), **which)
-    taken = [entry.id for entry in waiting if entry.id not in held][:limit]
-    Variable.set(key, json.dumps({**kept, **({ti.run_id: taken} if taken else {})}))
-    if held:
-        log.info("worker: %d initiated compactions are waiting in other runs of this DAG: %s", len(held),
-                 sorted(held))
-    log.info("worker: %d compactions of pool %s to run: %s", len(taken), pool or "default (and unlisted pools)",
-             taken)
-    return taken
-
-
-def _held_by_other_runs(ti, listed: dict[str, list[int]]) -> tuple[dict[str, list[int]], set[int]]:
-    """Of the runs in `listed`, those with a `compact` task that has not finished, and the compaction ids of those
-    tasks. A run that ended has finished all its tasks (the scheduler skips what never ran); a deleted run has none.
-    One task-state query for all of them (at most max_active_runs runs stay listed)."""
-    if not listed:
-        return {}, set()
-    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=["compact"], run_ids=list(listed))
-    kept, held = {}, set()
-    for run_id, ids in listed.items():
-        task_states = states.get(run_id) or {}
-        # "compact_<i>" once mapped; before that one unmapped "compact" stands for all of them
-        pending = {compaction_id for index, compaction_id in enumerate(ids)
-                   if _word(task_states.get(f"compact_{index}", task_states.get("compact", "removed")))
-                   not in FINISHED_TASK_STATES}
-        if pending:
-            kept[run_id] = ids  # the whole list: its positions are the map indexes
-            held |= pending
-    return kept, held
-
-
-def _word(state) -> str | None:
-    """A task state as its word ("running"), whether it came as an enum member or a string."""
-    return getattr(state, "value", state)
+    limit, workers = int(params["max_compactions"]), int(params["workers"])
+    selection = QueueSelection(pool=pool, other_than=labelled if pool is None else (),
+                               pool_timeout_ms=int(params.get("pool_timeout_seconds") or 0) * 1000)
+    with AcidMetastoreHook().metastore() as metastore:
+        waiting = selection.waiting(metastore, limit=min(limit, max(workers, 100)))
+    count = min(len(waiting), limit, workers)
+    shares = [limit // count + (1 if index < limit % count else 0) for index in range(count)] if count else []
+    ti.xcom_push(key="waiting", value=[entry.id for entry in waiting])
+    log.info("worker: %s%d compactions of pool %s waiting, oldest first: %s; %d workers", "at least " if len(
+        waiting) >= 100 else "", len(waiting), pool or "default (and unlisted pools)",
+        [entry.id for entry in waiting], count)
+    return [{"max_compactions": share} for share in shares]
 
 
 _LABELLED = tuple(setting.name for setting in configured_pools())

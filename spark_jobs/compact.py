@@ -1,9 +1,12 @@
-"""spark-submit entry point of a compaction: `spark-submit spark_jobs/compact.py --compaction-id N [--metastore URL]`.
+"""spark-submit entry point of compactions: `spark-submit spark_jobs/compact.py --compaction-id N` runs one queued
+compaction, `--batch [--pool P | --other-than P,Q] ...` runs the queued compactions of a pool one after another in
+this one application (acid_core.compaction.batch: the JVM, SparkContext and Python workers are paid once).
 
-The driver follows Hive's worker protocol (acid_core.compaction.worker); the bucket tasks run on the executors, one
-Spark task per bucket, each merging its files with acid_core's rules. Exit status 0 when the compaction finished (or
-had already finished, or was refused for lack of work), 1 when it failed (the error is printed and recorded in the
-compaction queue), 2 on bad arguments.
+The driver follows Hive's worker protocol (acid_core.compaction.worker) for each compaction; the bucket tasks run on
+the executors, one Spark task per bucket, each merging its files with acid_core's rules. Exit status 0 when the
+compaction finished (or had already finished, or was refused for lack of work) or the batch ran to one of its stops
+(its failed compactions are recorded in the queue and in the result file), 1 when the compaction failed (the error
+is printed and recorded in the compaction queue) or the batch could not go on, 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import sys
 import threading
 import time
 
+from acid_core.compaction.attempt import describe
+from acid_core.compaction.batch import BatchWorker, QueueSelection
 from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.plan import CompactionPlan
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.errors import one_line_cause
+from acid_core.errors import AcidError, one_line_cause
 from acid_core.metastore import Metastore
 
 
@@ -40,6 +45,9 @@ class SparkRunner:
             background = int(spark.sparkContext.getConf().get("spark.task.cpus", "1")) >= 2
         self.background = background
         self.tasks_total = 0
+        self.job_label: str | None = None  # "<application>/job<n>" of the last plan's Spark job
+        self.compaction_id: int | None = None  # the plan in hand (the progress line names it)
+        self._baseline = (0, 0, 0)  # the counters when that plan started
         context = spark.sparkContext  # per finished task: its events read and written (Spark merges them here)
         self.events_read = context.accumulator(0)
         self.events_written = context.accumulator(0)
@@ -51,26 +59,34 @@ class SparkRunner:
         return max(1, self.spark.sparkContext.defaultParallelism)
 
     def __call__(self, plan: CompactionPlan):
+        self.job_label = None
+        self.compaction_id = plan.compaction_id
+        self._baseline = (self.tasks_done.value, self.events_read.value, self.events_written.value)
         if not plan.buckets:
             return []
         context = self.spark.sparkContext
-        context.setJobDescription(f"compaction {plan.compaction_id} ({plan.kind.display}) of {plan.location}")
+        group = f"acid-compaction-{plan.compaction_id}"
+        context.setJobGroup(group, f"compaction {plan.compaction_id} ({plan.kind.display}) of {plan.location}")
         works = context.parallelize(list(plan.buckets), len(plan.buckets))
         background = self.background
         self.tasks_total = len(plan.buckets)
         events_read, events_written, tasks_done = self.events_read, self.events_written, self.tasks_done
+        try:
+            return works.map(_bucket_task(plan, background, events_read, events_written, tasks_done)).collect()
+        finally:
+            jobs = context.statusTracker().getJobIdsForGroup(group)
+            self.job_label = job_label(context.applicationId, max(jobs)) if jobs else None
 
-        def task(work):
-            result = run_bucket(plan, work, background=background)
-            events_read.add(result.events_read)
-            events_written.add(result.inserts + result.deletes)
-            tasks_done.add(1)
-            return result
-
-        return works.map(task).collect()
+    def usable(self) -> bool:
+        """Whether the SparkContext still runs jobs (a batch stops when it does not)."""
+        try:
+            return not self.spark.sparkContext._jsc.sc().isStopped()
+        except Exception:  # the JVM is gone
+            return False
 
     def progress(self) -> str:
-        """One line: the bucket tasks done of the total (and running), events read and written so far."""
+        """One line: the current compaction's bucket tasks done of the total (and running), events read and written
+        so far."""
         if not self.tasks_total:
             return "planning (claim, snapshot, directory listing)"
         running = 0
@@ -78,48 +94,106 @@ class SparkRunner:
         for stage_id in tracker.getActiveStageIds():
             info = tracker.getStageInfo(stage_id)
             running += info.numActiveTasks if info is not None else 0
-        return (f"tasks {self.tasks_done.value}/{self.tasks_total} done, {running} running; "
-                f"{self.events_read.value} events read, {self.events_written.value} written")
+        done, read, written = (now - before for now, before in zip(
+            (self.tasks_done.value, self.events_read.value, self.events_written.value), self._baseline))
+        return f"tasks {done}/{self.tasks_total} done, {running} running; {read} events read, {written} written"
 
 
-def _report_progress(compaction_id: int, runner: SparkRunner, stop: threading.Event, interval: float) -> None:
-    """Print a progress line every `interval` seconds until `stop` (the task log shows the driver's output)."""
-    started = time.monotonic()
+def _bucket_task(plan: CompactionPlan, background: bool, events_read, events_written, tasks_done):
+    """The function a Spark task runs on one unit of `plan` (a module-level closure: it pickles only what it names)."""
+    def task(work):
+        result = run_bucket(plan, work, background=background)
+        events_read.add(result.events_read)
+        events_written.add(result.inserts + result.deletes)
+        tasks_done.add(1)
+        return result
+
+    return task
+
+
+def job_label(application_id: str, job: int) -> str:
+    """`<application id>/job<n>`: the Spark job that ran a compaction, as its HadoopJobId (SHOW COMPACTIONS; the
+    column holds 32 characters, Hive's job ids fit, so a longer application id keeps only itself)."""
+    label = f"{application_id}/job{job}"
+    return label if len(label) <= 32 else application_id
+
+
+def _report_progress(runner: SparkRunner, stop: threading.Event, interval: float) -> None:
+    """Print a progress line of the compaction in hand every `interval` seconds until `stop` (the task log shows the
+    driver's output); a batch's compactions shorter than `interval` print none."""
+    current, since = None, time.monotonic()
     while not stop.wait(interval):
+        if runner.compaction_id != current:
+            current, since = runner.compaction_id, time.monotonic() - interval
+        if current is None:
+            continue
         try:
             line = runner.progress()
         except Exception as exc:  # the context is stopping: say so and end
             line = f"progress unavailable ({type(exc).__name__})"
             stop.set()
-        print(f"progress: compaction {compaction_id}: {time.monotonic() - started:.0f} s: {line}", flush=True)
+        print(f"progress: compaction {current}: {time.monotonic() - since:.0f} s: {line}", flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compact.py", description=__doc__)
-    parser.add_argument("--compaction-id", type=int, required=True)
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--compaction-id", type=int, help="run this queued compaction")
+    which.add_argument("--batch", action="store_true", help="run the queued compactions of a pool one after another, "
+                       "oldest first, until the queue is empty or a limit is reached (see acid_core.compaction.batch)")
     parser.add_argument("--metastore", help="metastore URL (default: ACID_METASTORE_URL or SQLite under ACID_HOME)")
     parser.add_argument("--worker-id", help="recorded as the compaction's worker (default: <host>-spark-<app id>)")
     parser.add_argument("--result-file", help="write the outcome as JSON {ok, message, worker_id, stats} here "
                                               "(spark-submit merges the driver's stderr into its stdout, so "
                                               "callers read this instead); stats: duration_seconds, events_read, "
-                                              "events_written, bytes_read, bytes_written, tasks")
+                                              "events_written, bytes_read, bytes_written, tasks. With --batch: JSON "
+                                              "lines, one per compaction as it starts and ends, then why it stopped")
+    batch = parser.add_argument_group("batch")
+    batch.add_argument("--pool", help="take the entries of this compaction pool")
+    batch.add_argument("--other-than", default="", help="take the entries of every pool but these (comma-separated)")
+    batch.add_argument("--pool-timeout-ms", type=int, default=0,
+                       help="with --other-than, also theirs after waiting this long (0: never)")
+    batch.add_argument("--max-compactions", type=int, default=1000)
+    batch.add_argument("--max-seconds", type=float, default=600.0)
+    batch.add_argument("--job-conf", default="{}", help="this application's compaction settings (JSON, "
+                       "acid_core.compaction.job_conf): an entry whose settings differ is left to another application")
+    batch.add_argument("--launcher-conf", default="{}", help="the launcher's own settings (JSON) those were made with")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    if not args.batch and (args.pool or args.other_than):
+        parser.error("--pool and --other-than go with --batch")
+    if args.pool and args.other_than:
+        parser.error("--pool and --other-than cannot be combined")
+    try:
+        job_conf, launcher_conf = json.loads(args.job_conf), json.loads(args.launcher_conf)
+    except ValueError as exc:
+        parser.error(f"--job-conf and --launcher-conf take JSON objects: {exc}")
 
     from spark_jobs.session import build_session
 
-    spark = build_session(f"acid-compaction-{args.compaction_id}")
+    name = "acid-compaction-batch" if args.batch else f"acid-compaction-{args.compaction_id}"
+    spark = build_session(name)
     metastore = Metastore(args.metastore)
     worker_id = args.worker_id
     application_id = spark.sparkContext.applicationId
-    print(f"compaction {args.compaction_id}: Spark application {application_id}, UI "
-          f"{spark.sparkContext.uiWebUrl or 'disabled (spark.ui.enabled=false)'}", flush=True)
+    ui = spark.sparkContext.uiWebUrl or "disabled (spark.ui.enabled=false)"
+    if not args.batch:
+        print(f"compaction {args.compaction_id}: Spark application {application_id}, UI {ui}", flush=True)
+    else:
+        print(f"compaction batch: Spark application {application_id}, UI {ui}", flush=True)
     stop = threading.Event()
     try:
         worker_id = worker_id or f"{metastore.db.identity.host}-spark-{application_id}"
         runner = SparkRunner(spark)
         interval = float(os.environ.get("ACID_PROGRESS_SECONDS") or PROGRESS_SECONDS)
-        threading.Thread(target=_report_progress, args=(args.compaction_id, runner, stop, interval), daemon=True,
+        threading.Thread(target=_report_progress, args=(runner, stop, interval), daemon=True,
                          name="compaction-progress").start()
+        if args.batch:
+            return _run_batch(args, metastore, runner, worker_id, application_id, job_conf, launcher_conf)
         started = time.monotonic()
         outcome = CompactionWorker(metastore, worker_id=worker_id, runner=runner,
                                    job_id=application_id).run(args.compaction_id)
@@ -130,11 +204,82 @@ def main(argv: list[str] | None = None) -> int:
                  "bytes_written": outcome.bytes_written, "tasks": runner.tasks_total}
         return _report(args.result_file, True, message, worker_id, stats)
     except Exception as exc:  # a Spark task failure arrives as a Py4J error wrapping the Python one
+        if args.batch:
+            return _batch_error(args.result_file, exc)
         return _report(args.result_file, False, f"compaction {args.compaction_id} failed: {_reason(exc)}", worker_id)
     finally:
         stop.set()
         metastore.close()
         spark.stop()
+
+
+def _run_batch(args, metastore: Metastore, runner: SparkRunner, worker_id: str, application_id: str,
+               job_conf: dict, launcher_conf: dict) -> int:
+    """`--batch`: acid_core's BatchWorker with this application; each compaction is logged and recorded (one JSON
+    line as it starts, one as it ends) as it happens, then why the batch stopped."""
+    selection = QueueSelection(pool=args.pool, other_than=tuple(p for p in args.other_than.split(",") if p),
+                               pool_timeout_ms=args.pool_timeout_ms)
+    records = open(args.result_file, "a", encoding="utf-8") if args.result_file else None
+
+    def record(values: dict) -> None:
+        if records is not None:
+            records.write(json.dumps(values) + "\n")
+            records.flush()
+
+    def on_start(entry) -> None:
+        print(f"compaction {entry.id}: {entry.type.display.lower()} compaction of {describe(entry)} in Spark "
+              f"application {application_id} as worker {worker_id}", flush=True)
+        record({"event": "start", "compaction_id": entry.id})
+
+    def on_end(item) -> None:
+        print(item.message, file=sys.stderr if item.failed else sys.stdout, flush=True)
+        record(item.as_record())
+
+    try:
+        end = BatchWorker(metastore, worker_id=worker_id, runner=runner, selection=selection,
+                          accepts=same_settings(metastore, job_conf, launcher_conf), job_id=application_id,
+                          on_start=on_start, on_end=on_end).run(max_compactions=args.max_compactions,
+                                                                max_seconds=args.max_seconds)
+        print(f"compaction batch: stopped ({end.reason}): {end.message}", flush=True)
+        record(end.as_record())
+        return 0
+    finally:
+        if records is not None:
+            records.close()
+
+
+def same_settings(metastore: Metastore, job_conf: dict, launcher_conf: dict):
+    """`BatchWorker.accepts` for an application started with compaction settings `job_conf`: an entry whose own
+    settings (its request's, table's and database's `compactor.spark.*`, acid_core.compaction.job_conf) differ, or
+    cannot be used, is left to another application."""
+    from acid_core.compaction.job_conf import compaction_spark_conf
+
+    def accepts(entry) -> str | None:
+        try:
+            table = metastore.catalog.get_table(entry.database, entry.table)
+            database = metastore.catalog.get_database(entry.database)
+            wanted = compaction_spark_conf(table.params, entry.properties, configured=launcher_conf,
+                                           database_params=database.params)
+        except AcidError as exc:
+            return f"its Spark settings cannot be used: {exc}"
+        if wanted != job_conf:
+            changed = sorted(key for key in set(wanted) | set(job_conf) if wanted.get(key) != job_conf.get(key))
+            return "its Spark settings differ from this application's: " + ", ".join(
+                f"{key}={wanted.get(key)}" for key in changed)
+        return None
+
+    return accepts
+
+
+def _batch_error(result_file: str | None, exc: Exception) -> int:
+    """A batch that could not go on (the metastore is unreachable between compactions, ...): recorded as its stop."""
+    message = f"compaction batch failed: {_reason(exc)}"
+    if result_file:
+        with open(result_file, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"event": "stop", "reason": "error", "message": message, "ran": None,
+                                     "next_compaction_id": None}) + "\n")
+    print(message, file=sys.stderr)
+    return 1
 
 
 def _reason(exc: Exception) -> str:

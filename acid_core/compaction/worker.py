@@ -137,9 +137,17 @@ class CompactionWorker:
             return Outcome(compaction_id, Result.NOTHING_TO_DO.value, verdict.message)
         if verdict.result is not Result.RUN:
             raise CompactionStateError(verdict.message)
-        info = queue.claim(worker_id=self.worker_id, compaction_id=compaction_id)
+        return self.run_claimed(queue.claim(worker_id=self.worker_id, compaction_id=compaction_id))
+
+    def run_claimed(self, info: CompactionInfo) -> Outcome:
+        """Run a compaction this worker has just claimed (`working`, its worker id ours) to the end.
+
+        Raises:
+            AcidError: the compaction failed; it is marked failed (with this message) and nothing it wrote is visible.
+        """
+        compaction_id = info.id
         if self.job_id:
-            queue.set_hadoop_job_id(compaction_id, self.job_id, worker_id=self.worker_id)
+            self.metastore.compactions.set_hadoop_job_id(compaction_id, self.job_id, worker_id=self.worker_id)
         txn_id = None
         stop = threading.Event()
         try:
@@ -208,6 +216,9 @@ class CompactionWorker:
         for _, temp in plan.outputs:
             fs.make_dirs(fs.join(location, temp))
         results = self.runner(plan)
+        job = getattr(self.runner, "job_label", None)  # the Spark job that ran it, once known: HadoopJobId
+        if job and job != self.job_id:
+            store.compactions.set_hadoop_job_id(info.id, job, worker_id=self.worker_id)
         join_parts(fs, plan)
         for _, temp in plan.outputs:
             fs.write_atomically(fs.join(location, temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())

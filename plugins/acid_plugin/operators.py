@@ -55,7 +55,7 @@ class AcidCompactionOperator(SparkSubmitOperator):
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "compaction_id")
     ui_color = "#f4a460"
 
-    def __init__(self, *, compaction_id: int | str, acid_metastore_conn_id: str = "acid_metastore",
+    def __init__(self, *, compaction_id: int | str | None, acid_metastore_conn_id: str = "acid_metastore",
                  conn_id: str = "spark_default", failed_threshold: int | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("name", "acid-compaction")
         super().__init__(conn_id=conn_id, **kwargs)

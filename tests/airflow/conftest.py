@@ -88,7 +88,6 @@ def acid_connection(airflow_db, metastore_url, warehouse, monkeypatch) -> str:
     monkeypatch.setenv("AIRFLOW_CONN_ACID_METASTORE", json.dumps(
         {"conn_type": "generic", "host": metastore_url, "extra": extra}))
     Variable.delete("acid_initiator_last_check_ms.acid_metastore")
-    Variable.delete("acid_worker_listed.acid_metastore")
     return metastore_url
 
 

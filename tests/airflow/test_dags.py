@@ -45,7 +45,9 @@ def test_initiator_only_queues_and_wakes_the_worker_through_an_asset(dagbag):
     assert type(worker.timetable).__name__ == "AssetOrTimeSchedule"
     assert [asset.name for asset in worker.timetable.asset_condition.objects] == ["acid_compaction_queued"]
     assert worker.timetable.timetable.delta.total_seconds() == 60  # and on its timer (ACID_WORKER_INTERVAL_SECONDS)
-    assert worker.get_task("list_compactions").max_active_tis_per_dag == 1
+    # each compact task is a worker slot pulling the queue oldest first in long-lived Spark applications
+    assert worker.get_task("compact").operator_name == "AcidCompactionBatchOperator"
+    assert worker.params["workers"] == 1 and worker.params["batch_seconds"] == 600  # ACID_WORKER_THREADS unset
 
 
 def test_compaction_tasks_feed_the_cleaner_through_an_asset(dagbag):

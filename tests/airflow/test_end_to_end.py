@@ -216,19 +216,24 @@ def test_initiator_queues_worker_compacts_on_spark_and_cleaner_waits_for_open_re
     run = dagbag.get_dag("acid_worker").test(run_conf=WORKER)
 
     assert run.state == "success"
-    assert task_states(run) == {"list_compactions": "success", "compact[0]": "success", "compact[1]": "success",
-                                "compact[2]": "success"}
-    results = {r["partition"]: r for r in returned_all(run, "compact")}
+    # one worker slot (ACID_WORKER_THREADS unset): one task ran the three in one Spark application, oldest first
+    assert task_states(run) == {"list_compactions": "success", "compact[0]": "success"}
+    assert returned(run, "list_compactions") == [{"max_compactions": 100}]
+    assert returned(run, "list_compactions", key="waiting") == sorted(queued)
+    [batch] = returned_all(run, "compact")
+    assert batch["applications"] == 1 and batch["stopped"] == "queue empty"
+    results = {r["partition"]: r for r in batch["compactions"]}
     assert {p: (r["type"], r["state"]) for p, r in results.items()} == {
         "ds=a": ("MINOR", "ready for cleaning"), "ds=b": ("MAJOR", "ready for cleaning"),
         "ds=c": ("MAJOR", "ready for cleaning")}
-    assert returned(run, "list_compactions") == sorted(queued)  # oldest first
-    assert sorted(queued) == sorted(r["compaction_id"] for r in results.values())
-    assert sorted(_map_labels(run)) == sorted(f"{r['compaction_id']}: {r['type'].lower()} default.sales partition "
-                                              f"{p}" for p, r in results.items())
-    assert asset_events("acid_compacted") >= 3
-    for entry in (ms.compactions.get(r["compaction_id"]) for r in results.values()):
-        assert "-airflow.acid_worker.compact[" in entry.worker_id  # the mapped task that ran it
+    assert [r["compaction_id"] for r in batch["compactions"]] == sorted(queued)  # oldest first
+    assert _map_labels(run) == [f"3 compactions: {min(queued)}-{max(queued)}"]
+    assert asset_events("acid_compacted") >= 1
+    entries_after = [ms.compactions.get(r["compaction_id"]) for r in results.values()]
+    for entry in entries_after:
+        assert "-airflow.acid_worker.compact[0].try1" in entry.worker_id  # the task that ran it
+    application = entries_after[0].hadoop_job_id.split("/")[0]
+    assert all(entry.hadoop_job_id.split("/")[0] == application for entry in entries_after)
     assert dirs(tables.location("quiet", None)) == quiet_before and ms.compactions.show(table="quiet") == []
     new_dirs = {ds: set(dirs(tables.location("sales", ds))) - set(dirs_before[ds]) for ds in "abc"}
     assert [name.split("_v")[0].split("_")[0] for name in new_dirs["a"]] == ["delta"]
@@ -345,8 +350,8 @@ def test_killed_compaction_is_put_back_by_housekeeping_and_retried(acid_connecti
     retried = worker.test(run_conf=WORKER)
 
     assert retried.state == "success"
-    assert returned(retried, "list_compactions") == [compaction_id]
-    assert returned_all(retried, "compact")[0]["state"] == "ready for cleaning"
+    assert returned(retried, "list_compactions", key="waiting") == [compaction_id]
+    assert returned_all(retried, "compact")[0]["compactions"][0]["state"] == "ready for cleaning"
     assert tables.rows("k", None) == rows_before
     cleaned = dagbag.get_dag("acid_cleaner").test(run_conf=CLEANER)
     assert cleaned.state == "success"

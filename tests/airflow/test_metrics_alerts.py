@@ -141,11 +141,13 @@ def test_a_compaction_and_its_cleaning_send_the_documented_metrics_and_log_progr
     worked = dagbag.get_dag("acid_worker").test(run_conf=WORKER)
 
     assert worked.state == "success", task_states(worked)
-    assert returned_all(worked, "compact")[0]["state"] == "ready for cleaning"
+    assert returned_all(worked, "compact")[0]["compactions"][0]["state"] == "ready for cleaning"
     output = "".join(capfd.readouterr())
     entry = ms.compactions.get(compaction_id)
-    assert re.fullmatch(r"local-\d+", entry.hadoop_job_id or ""), entry.hadoop_job_id
-    assert f"compaction {compaction_id}: Spark application {entry.hadoop_job_id}, UI http" in output
+    assert re.fullmatch(r"local-\d+/job\d+", entry.hadoop_job_id or ""), entry.hadoop_job_id  # application, job
+    application = entry.hadoop_job_id.split("/")[0]
+    assert f"compaction batch: Spark application {application}, UI http" in output
+    assert f"compaction {compaction_id}: major compaction of default.sales in Spark application {application}" in output
     assert re.search(rf"progress: compaction {compaction_id}: \d+ s: ", output), output[-3000:]
     assert "INFO SparkContext" not in output and "Running Spark version" not in output  # start-up chatter
     [base] = [name for name in dirs(location) if name.startswith("base_")]

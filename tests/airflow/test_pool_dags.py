@@ -3,7 +3,8 @@
 are run by the `acid_worker_etl` DAG in the Airflow pool `acid_compaction_etl`, never by `acid_worker`, which runs the
 default pool's and those of pools without a worker DAG (`adhoc` here). Real `dag.test()` runs over a real SQLite
 metastore and real table files; spark-submit is a real executable that records its arguments and starts nothing (so
-each compaction is recorded failed, as a job that died before its driver ran: see test_spark_settings.py)."""
+the compaction a worker would run first is recorded failed, as a job that died before its driver ran, and the worker
+stops rather than fail the rest: see test_spark_settings.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ pytestmark = pytest.mark.airflow
 INITIATOR = {"dry_run": False, "full_scan": False, "fetch_size": 1000, "delta_num_threshold": 1,
              "delta_pct_threshold": 0.1, "aborted_threshold": 1000, "aborted_time_threshold_seconds": 43200,
              "failed_threshold": 2, "failed_retry_seconds": 604800}
-ETL_LISTED = "acid_worker_etl_listed.acid_metastore"
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +36,15 @@ def dagbag(airflow_db):
         yield DagBag(dag_folder=str(ROOT / "dags"), bundle_path=ROOT / "dags", bundle_name="dags-folder")
 
 
-def _submitted_ids(record) -> list[int]:
-    """The --compaction-id of every spark-submit command recorded, in order."""
-    return [int(command["argv"][command["argv"].index("--compaction-id") + 1]) for command in record.commands()]
+def _submitted_pools(record) -> list[list[str]]:
+    """The pool arguments (`--pool P` or `--other-than P,...`) of every spark-submit command recorded, in order."""
+    found = []
+    for command in record.commands():
+        argv = command["argv"]
+        assert "--batch" in argv and "--compaction-id" not in argv
+        found.append([arg for i, arg in enumerate(argv) if arg in ("--pool", "--other-than")
+                      or argv[i - 1] in ("--pool", "--other-than")])
+    return found
 
 
 def _airflow_pools_of(dag_run) -> dict[int, str]:
@@ -65,9 +71,7 @@ def test_a_labelled_pools_compactions_run_in_its_own_dag_and_airflow_pool(acid_c
                                                                          recording_spark_submit):
     from acid_core.metastore.txns import Operation
     from acid_core.writer import EmbeddedWriter
-    from airflow.models.variable import Variable
 
-    Variable.delete(ETL_LISTED)
     ms = make_ms()
     ms.catalog.create_database("etl_db")
     ms.catalog.set_database_params("etl_db", {"hive.compactor.worker.pool": "etl"})
@@ -105,23 +109,24 @@ def test_a_labelled_pools_compactions_run_in_its_own_dag_and_airflow_pool(acid_c
     default_run = dagbag.get_dag("acid_worker").test(run_conf={"max_compactions": 100, "pool_timeout_seconds": 43200})
 
     default_ids = sorted(shown[name][0] for name in ("unlisted", "plain"))  # not etl's: it has a worker DAG
-    assert sorted(returned(default_run, "list_compactions")) == default_ids
+    assert returned(default_run, "list_compactions", key="waiting") == default_ids  # oldest first
     assert set(_airflow_pools_of(default_run).values()) == {"acid_compaction"}
-    assert sorted(_submitted_ids(recording_spark_submit)) == default_ids
-    assert {ms.compactions.get(i).state.display for i in etl_ids} == {"initiated"}  # left for acid_worker_etl
+    assert _submitted_pools(recording_spark_submit) == [["--other-than", "etl"]]
+    # the recording spark-submit started nothing: the oldest is recorded failed, and the worker stopped there
+    assert ms.compactions.get(default_ids[0]).state.display == "failed"
+    assert {ms.compactions.get(i).state.display for i in etl_ids + default_ids[1:]} == {"initiated"}
 
     etl_run = dagbag.get_dag("acid_worker_etl").test(run_conf={"max_compactions": 100})
 
-    assert sorted(returned(etl_run, "list_compactions")) == etl_ids
+    assert returned(etl_run, "list_compactions", key="waiting") == etl_ids
     pools = _airflow_pools_of(etl_run)
-    assert len(pools) == 3 and set(pools.values()) == {"acid_compaction_etl"}  # Airflow's record of each instance
-    assert sorted(_submitted_ids(recording_spark_submit)[2:]) == etl_ids  # each one's spark-submit ran
+    assert len(pools) == 1 and set(pools.values()) == {"acid_compaction_etl"}  # Airflow's record of the instance
+    assert _submitted_pools(recording_spark_submit)[1:] == [["--pool", "etl"]]
     assert etl_run.state == "failed" and set(task_states(etl_run).values()) == {"success", "failed"}
-    # the recording spark-submit started nothing, so each entry is history, failed, keeping its pool
-    assert {(row["state"], row["poolname"]) for row in _sql(ms, "SHOW COMPACTIONS POOL 'etl'")} == {("failed", "etl")}
-    # one Variable per worker DAG: each lists only its own runs
-    assert list(json.loads(Variable.get(ETL_LISTED))) == [etl_run.run_id]
-    assert list(json.loads(Variable.get("acid_worker_listed.acid_metastore"))) == [default_run.run_id]
+    # the oldest etl entry is history, failed, keeping its pool; the others wait for a working spark-submit
+    assert [(row["state"], row["poolname"]) for row in _sql(ms, "SHOW COMPACTIONS POOL 'etl'")
+            if row["state"] == "failed"] == [("failed", "etl")]
+    assert [ms.compactions.get(i).state.display for i in etl_ids] == ["failed", "initiated", "initiated"]
 
 
 def test_the_pool_dags_parse_with_their_pools_and_a_bad_variable_is_an_import_error(dagbag, monkeypatch):

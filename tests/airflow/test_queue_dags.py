@@ -19,7 +19,6 @@ INITIATOR = {"dry_run": False, "full_scan": False, "fetch_size": 1000, "delta_nu
              "failed_threshold": 2, "failed_retry_seconds": 604800}
 WORKER = {"max_compactions": 100}
 CURSOR = "acid_initiator_last_check_ms.acid_metastore"
-LISTED = "acid_worker_listed.acid_metastore"
 OTHER_WORKER = "otherhost-airflow.acid_worker.compact[0].try1"  # a task of another run of acid_worker
 
 
@@ -148,8 +147,9 @@ def test_a_millisecond_variable_from_before_the_upgrade_is_a_cursor(acid_connect
 
 
 def _other_workers(ms, *, claim: int, compact: int):
-    """An Airflow listener: when a worker run has listed its compactions, other workers act on them before its tasks
-    start — entry `claim` is claimed by a task of another run (still running), `compact` is compacted by another."""
+    """An Airflow listener: when a worker run has counted the waiting compactions, other workers act before its
+    `compact` task starts — entry `claim` is claimed by a task of another run (still running), `compact` is
+    compacted by another."""
     from acid_core.compaction.worker import CompactionWorker
     from airflow.listeners import hookimpl
 
@@ -164,8 +164,8 @@ def _other_workers(ms, *, claim: int, compact: int):
 
 
 def test_worker_runs_do_not_run_one_entry_twice(acid_connection, make_ms, dagbag, no_spark):
-    """An entry listed by this run but claimed by another run's task meanwhile is skipped; one compacted meanwhile
-    succeeds without running anything (no spark-submit: it would have failed)."""
+    """Entries counted by this run but claimed or compacted by another worker meanwhile are not taken: the worker
+    finds nothing waiting, is skipped, and submits nothing (no spark-submit: it would have failed)."""
     from acid_core.metastore.compactions import CompactionState, CompactionType
     from airflow.sdk.listener import get_listener_manager
 
@@ -181,60 +181,34 @@ def test_worker_runs_do_not_run_one_entry_twice(acid_connection, make_ms, dagbag
         get_listener_manager().pm.unregister(listener)
 
     assert run.state == "success"
-    assert returned(run, "list_compactions") == [held, done]
-    assert task_states(run) == {"list_compactions": "success", "compact[0]": "skipped", "compact[1]": "success"}
-    [result] = [r for r in returned_all(run, "compact") if r is not None]
-    assert (result["compaction_id"], result["state"]) == (done, "ready for cleaning")
-    assert "already finished" in result["message"]
+    assert returned(run, "list_compactions", key="waiting") == [held, done]
+    assert task_states(run) == {"list_compactions": "success", "compact[0]": "skipped"}
+    [result] = returned_all(run, "compact")
+    assert result == {"compactions": [], "applications": 0, "stopped": "queue empty"}
     held_entry, done_entry = ms.compactions.get(held), ms.compactions.get(done)
     assert (held_entry.state, held_entry.worker_id) == (CompactionState.WORKING, OTHER_WORKER)  # left to its owner
     assert done_entry.state is CompactionState.READY_FOR_CLEANING and done_entry.worker_id.startswith("otherhost-")
     assert ms.compactions.show(state=CompactionState.FAILED) == []  # nothing was submitted
 
 
-def test_a_worker_run_leaves_out_what_an_active_run_took(acid_connection, make_ms, dagbag):
-    """Overlapping runs (a long compaction keeps a run active) do not line up the same entry: a run lists only what
-    no active run took and has yet to run; once that run ended, its leftovers are listed again."""
+def test_a_worker_run_starts_as_many_workers_as_slots_and_compactions_wait(acid_connection, make_ms, dagbag):
+    """`workers` caps the `compact` tasks of a run (the pool's slots), fewer when fewer wait, and `max_compactions`
+    is shared between them; an empty queue starts none."""
     from acid_core.metastore.compactions import CompactionType
-    from airflow.models.variable import Variable
 
     ms = make_ms()
-    _partitioned(ms, "sales", ["a", "b"])
-    first = ms.compactions.enqueue("default", "sales", "ds=a", CompactionType.MAJOR).compaction_id
+    _partitioned(ms, "sales", ["a", "b", "c"])
+    ids = [ms.compactions.enqueue("default", "sales", f"ds={day}", CompactionType.MAJOR).compaction_id
+           for day in "abc"]
     worker = dagbag.get_dag("acid_worker")
-    # Run A lists `first`; its compaction task is then made to wait for a pool slot (marked, not run, here).
-    run_a = worker.test(run_conf=WORKER, mark_success_pattern="compact")
-    assert returned(run_a, "list_compactions") == [first]
-    _set_states(run_a, run_state="running", compact_state="scheduled")
-    second = ms.compactions.enqueue("default", "sales", "ds=b", CompactionType.MAJOR).compaction_id
 
-    run_b = worker.test(run_conf=WORKER, mark_success_pattern="compact")
+    two = worker.test(run_conf={**WORKER, "workers": 2, "max_compactions": 5}, mark_success_pattern="compact")
+    assert returned(two, "list_compactions") == [{"max_compactions": 3}, {"max_compactions": 2}]
+    assert returned(two, "list_compactions", key="waiting") == ids
 
-    assert returned(run_b, "list_compactions") == [second]  # `first` waits in run A
-    assert set(json.loads(_variable(LISTED))) == {run_a.run_id, run_b.run_id}
+    many = worker.test(run_conf={**WORKER, "workers": 8, "max_compactions": 100}, mark_success_pattern="compact")
+    assert len(returned(many, "list_compactions")) == 3  # no more workers than waiting compactions
 
-    _set_states(run_a, run_state="failed", compact_state="upstream_failed")  # run A ended without running it
-    listed = json.loads(_variable(LISTED))
-    Variable.set(LISTED, json.dumps({**listed, "manual__deleted": [first]}))  # a run deleted from Airflow's database
-    run_c = worker.test(run_conf=WORKER, mark_success_pattern="compact")
-
-    assert returned(run_c, "list_compactions") == [first, second]  # still initiated, and no active run holds them
-    assert set(json.loads(_variable(LISTED))) == {run_c.run_id}
-
-    empty = worker.test(run_conf={"max_compactions": 0})
+    empty = worker.test(run_conf={**WORKER, "max_compactions": 0})
     assert empty.state == "success" and returned(empty, "list_compactions") == []
     assert task_states(empty) == {"list_compactions": "success", "compact": "skipped"}  # mapped over nothing
-
-
-def _set_states(dag_run, *, run_state: str, compact_state: str) -> None:
-    """Set a finished `dag.test()` run's state and its `compact` task instances' states, as the scheduler would."""
-    from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        session.query(DagRun).filter(DagRun.dag_id == dag_run.dag_id, DagRun.run_id == dag_run.run_id).update(
-            {DagRun.state: run_state}, synchronize_session=False)
-        session.query(TaskInstance).filter(TaskInstance.dag_id == dag_run.dag_id, TaskInstance.run_id == dag_run.run_id,
-                                           TaskInstance.task_id == "compact").update(
-            {TaskInstance.state: compact_state}, synchronize_session=False)
