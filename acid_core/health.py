@@ -13,13 +13,17 @@ transactions and the table's reader leases once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
 
+from acid_core.compaction.candidates import BUDGET_DEFERRED
 from acid_core.compaction.initiator import (DELTA_NUM_THRESHOLD, DELTA_PCT_THRESHOLD, FAILED_RETRY_TIME_MS,
-                                            FAILED_THRESHOLD, base_and_delta_sizes, decide_compaction_type,
-                                            table_threshold)
+                                            FAILED_THRESHOLD, WHY_BELOW_THRESHOLD, WHY_BUDGET_SPENT, WHY_ERROR,
+                                            WHY_FAILED_THRESHOLD, WHY_NO_AUTO_COMPACTION, base_and_delta_sizes,
+                                            decide_compaction_type, table_threshold)
+from acid_core.compaction.pools import DEFAULT_POOL
+from acid_core.metastore.locks import LOCK_WAITING
 from acid_core.errors import AcidError, UsageError
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
@@ -33,6 +37,13 @@ from acid_core.validity import ValidTxnList
 
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
+# "Why is this partition not compacted (yet)": the initiator's words (Decision.why), plus what only the queue knows.
+WHY_DUE = "due"  # over a threshold: the initiator's next poll queues it
+WHY_WAITING = "waiting for a slot"
+WHY_COMPACTING = "compacting"
+WHY_LOCKED = "locked"  # its compaction waits for a lock
+WHY_NOT_YET = (WHY_DUE, WHY_WAITING, WHY_COMPACTING, WHY_LOCKED, WHY_BELOW_THRESHOLD, WHY_NO_AUTO_COMPACTION,
+               WHY_FAILED_THRESHOLD, WHY_BUDGET_SPENT, WHY_ERROR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +96,9 @@ class PartitionHealth:
     consecutive_failures: int = 0
     past_failed_threshold: bool = False
     error: str | None = None  # the partition could not be examined
+    why: str = ""  # why it is (not yet) compacted, one of WHY_NOT_YET
+    why_detail: str = ""  # the same in a sentence, with its numbers
+    since_ms: int | None = None  # since when that holds, where known (waiting, budget spent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,26 +162,31 @@ def table_health(metastore: Metastore, database: str, table: str, *, offset: int
     snapshot = metastore.txns.snapshot([name])
     history = _history(metastore, info, names)
     queue = _queue(metastore, info, names)
+    waits = _waits(metastore, [row for rows in queue.values() for row in rows])
     open_txns = [t for t in metastore.txns.show_transactions() if t.state == TXN_OPEN]
     leases = metastore.leases.list(info.database, info.name)
     now = metastore.db.clock.now_ms()
     partitions = []
-    for part in names:
-        partitions.append(_partition_health(
-            info, part, snapshot, num=num, pct=pct, history=history.get(part, []), queue=queue.get(part, []),
-            open_txns=open_txns, leases=leases, now_ms=now))
     if info.no_auto_compaction:
         source = "table"
     elif db_info.no_auto_compaction:
         source = "database"
     else:
         source = None
+    for part in names:
+        found = _partition_health(
+            info, part, snapshot, num=num, pct=pct, history=history.get(part, []), queue=queue.get(part, []),
+            open_txns=open_txns, leases=leases, now_ms=now)
+        partitions.append(replace(found, **_why(found, history.get(part, []), queue.get(part, []), waits,
+                                                no_auto=source, full_name=info.full_name)))
     return TableHealth(info.database, info.name, tuple(k.name for k in info.partition_keys), source is not None,
                        source, thresholds, tuple(partitions), total, offset, limit, dict(info.params))
 
 
 def _history(metastore: Metastore, table: TableInfo, names: list[str | None]) -> dict[str | None, list]:
     """The page's compaction history, newest first per partition (history is purged to a few rows per state)."""
+    if not names:  # a partitioned table without partitions
+        return {}
     cc = s.completed_compactions.c
     named = [n for n in names if n is not None]
     conditions = []
@@ -175,7 +194,8 @@ def _history(metastore: Metastore, table: TableInfo, names: list[str | None]) ->
         conditions.append(cc.CC_PARTITION.in_(named))
     if None in names:
         conditions.append(cc.CC_PARTITION.is_(None))
-    query = (sa.select(cc.CC_ID, cc.CC_PARTITION, cc.CC_STATE, cc.CC_TYPE, cc.CC_ENQUEUE_TIME, cc.CC_END)
+    query = (sa.select(cc.CC_ID, cc.CC_PARTITION, cc.CC_STATE, cc.CC_TYPE, cc.CC_ENQUEUE_TIME, cc.CC_END,
+                       cc.CC_ERROR_MESSAGE)
              .where(cc.CC_DATABASE == table.database, cc.CC_TABLE == table.name, sa.or_(*conditions))
              .order_by(cc.CC_ID.desc()))
     rows = metastore.db.run("read the compaction history of a page of partitions",
@@ -197,6 +217,70 @@ def _queue(metastore: Metastore, table: TableInfo, names: list[str | None]) -> d
         if row.CQ_PARTITION in wanted:
             found.setdefault(row.CQ_PARTITION, []).append(row)
     return found
+
+
+def _waits(metastore: Metastore, rows: list) -> dict[int, tuple[int, bool]]:
+    """For each initiated or working entry of the page: (initiated entries of its pool ahead of it, whether its
+    compactor transaction waits for a lock). One count per initiated entry (the queue's state index), one lock
+    query for the working ones."""
+    cq, hl = s.compaction_queue.c, s.hive_locks.c
+    pool = sa.func.coalesce(cq.CQ_POOL_NAME, DEFAULT_POOL)
+
+    def read(conn) -> dict[int, tuple[int, bool]]:
+        found = {}
+        txns = {row.CQ_TXN_ID: row.CQ_ID for row in rows
+                if row.CQ_STATE == CompactionState.WORKING.value and row.CQ_TXN_ID is not None}
+        waiting = set(conn.execute(sa.select(hl.HL_TXNID).where(hl.HL_TXNID.in_(list(txns)),
+                                                                hl.HL_LOCK_STATE == LOCK_WAITING)).scalars().all()
+                      ) if txns else set()
+        for row in rows:
+            if row.CQ_STATE == CompactionState.INITIATED.value:
+                ahead = conn.execute(sa.select(sa.func.count()).select_from(s.compaction_queue).where(
+                    cq.CQ_STATE == CompactionState.INITIATED.value, pool == (row.CQ_POOL_NAME or DEFAULT_POOL),
+                    sa.tuple_(cq.CQ_ENQUEUE_TIME, cq.CQ_ID) < sa.tuple_(
+                        sa.literal(row.CQ_ENQUEUE_TIME or 0, sa.BigInteger),
+                        sa.literal(row.CQ_ID, sa.BigInteger)))).scalar_one()
+                found[row.CQ_ID] = (ahead, False)
+            elif row.CQ_STATE == CompactionState.WORKING.value:
+                found[row.CQ_ID] = (0, row.CQ_TXN_ID in waiting)
+        return found
+
+    return metastore.db.run("read where the page's compactions wait", read, write=False) if rows else {}
+
+
+def _why(found: PartitionHealth, history: list, queue: list, waits: dict, *, no_auto: str | None,
+         full_name: str) -> dict:
+    """Why the partition is (not yet) compacted, as `why`, `why_detail` and `since_ms` (see WHY_NOT_YET)."""
+    active = next((row for row in queue if row.CQ_STATE in (CompactionState.INITIATED.value,
+                                                            CompactionState.WORKING.value)), None)
+    if active is not None:
+        ahead, locked = waits.get(active.CQ_ID, (0, False))
+        pool = active.CQ_POOL_NAME or DEFAULT_POOL
+        if active.CQ_STATE == CompactionState.INITIATED.value:
+            return {"why": WHY_WAITING, "since_ms": active.CQ_ENQUEUE_TIME, "why_detail": (
+                f"compaction {active.CQ_ID} waits for a slot of pool {pool}: {ahead} queued before it")}
+        if locked:
+            return {"why": WHY_LOCKED, "since_ms": active.CQ_START, "why_detail": (
+                f"compaction {active.CQ_ID} waits for a lock on the partition (SHOW LOCKS)")}
+        return {"why": WHY_COMPACTING, "since_ms": active.CQ_START, "why_detail": (
+            f"compaction {active.CQ_ID} runs on {active.CQ_WORKER_ID or 'a worker'}")}
+    if found.error is not None:
+        return {"why": WHY_ERROR, "why_detail": found.error}
+    if no_auto is not None:
+        return {"why": WHY_NO_AUTO_COMPACTION, "why_detail": (
+            f"{'table ' + full_name if no_auto == 'table' else 'its database'} has no_auto_compaction=true: only a "
+            "manual request (ALTER TABLE ... COMPACT, acid_compact) compacts it")}
+    if found.past_failed_threshold:
+        return {"why": WHY_FAILED_THRESHOLD, "why_detail": (
+            f"the last {found.consecutive_failures} compactions failed (failed.compacts.threshold "
+            f"{FAILED_THRESHOLD}): the initiator retries after failed.retry.time")}
+    if found.due is None:
+        return {"why": WHY_BELOW_THRESHOLD, "why_detail": found.reason}
+    newest = history[0] if history else None
+    if (newest is not None and newest.CC_STATE == CompactionState.DID_NOT_INITIATE.value
+            and (newest.CC_ERROR_MESSAGE or "").startswith(BUDGET_DEFERRED)):
+        return {"why": WHY_BUDGET_SPENT, "since_ms": newest.CC_ENQUEUE_TIME, "why_detail": newest.CC_ERROR_MESSAGE}
+    return {"why": WHY_DUE, "why_detail": f"{found.reason}: the initiator's next poll queues a {found.due} compaction"}
 
 
 def _failures(history: list, threshold: int, now_ms: int) -> tuple[int, bool]:
@@ -282,5 +366,5 @@ def _holders(queue: list, open_txns: list, leases: list[dict], now_ms: int, *, h
     return tuple(holders)
 
 
-__all__ = ["DEFAULT_PAGE", "MAX_PAGE", "Holder", "LastCompaction", "PartitionHealth", "TableHealth", "Threshold",
+__all__ = ["DEFAULT_PAGE", "MAX_PAGE", "WHY_NOT_YET", "Holder", "LastCompaction", "PartitionHealth", "TableHealth", "Threshold",
            "effective_thresholds", "table_health"]

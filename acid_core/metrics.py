@@ -95,11 +95,17 @@ def gauges(metrics: AcidMetrics) -> dict[str, float]:
 
 def initiator_gauges(decisions) -> dict[str, float]:
     """What one initiator poll saw (Hive 4 feeds its delta metrics from what its services list, too): candidates
-    over a delta threshold (queued or due), and those skipped because their last compactions failed
-    (failed.compacts.threshold). `decisions`: `acid_core.compaction.initiator.Decision`s."""
+    over a delta threshold (queued or due), those skipped because their last compactions failed
+    (failed.compacts.threshold), and how many partitions had each answer to "why (not yet)"
+    (`acid.initiator_partitions_<why>`: queued, below_threshold, no_auto_compaction, in_queue, failed_threshold,
+    budget_spent, not_eligible, error). `decisions`: `acid_core.compaction.initiator.Decision`s."""
+    from acid_core.compaction.initiator import WHY, WHY_FAILED_THRESHOLD
+
     due = sum(1 for d in decisions if d.compaction_type is not None)
-    failed = sum(1 for d in decisions if d.compaction_type is None and "consecutive compaction attempts failed"
-                 in d.reason)
-    return {f"{PREFIX}.initiator_partitions_due": due,
-            f"{PREFIX}.initiator_partitions_over_failed_threshold": failed,
-            f"{PREFIX}.initiator_candidates": len(decisions)}
+    gauges = {f"{PREFIX}.initiator_partitions_due": due,
+              f"{PREFIX}.initiator_partitions_over_failed_threshold": sum(
+                  1 for d in decisions if d.why == WHY_FAILED_THRESHOLD),
+              f"{PREFIX}.initiator_candidates": len(decisions)}
+    for why in WHY:
+        gauges[f"{PREFIX}.initiator_partitions_{why.replace(' ', '_')}"] = sum(1 for d in decisions if d.why == why)
+    return gauges

@@ -12,7 +12,7 @@ from airflow.sdk import Param, dag, task
 # checked in `poll` (the trigger form would clamp a number to a schema range without a word)
 NUMBERS = {"fetch_size": Bounds(1, 5000), "delta_num_threshold": Bounds(0), "delta_pct_threshold": Bounds(0, integer=False),
            "aborted_threshold": Bounds(0), "aborted_time_threshold_seconds": Bounds(-1), "failed_threshold": Bounds(0),
-           "failed_retry_seconds": Bounds(0)}
+           "failed_retry_seconds": Bounds(0), "budget_bytes": Bounds(0)}
 
 # Where the poll keeps its cursor, + "." + the metastore connection id. The name is from when it held the time of the
 # last poll in milliseconds; the core still accepts such a value as a cursor, so an upgrade continues where it was.
@@ -36,6 +36,13 @@ Hive's Initiator against the metastore of the `acid_metastore` connection. It on
    stopped, so every poll stays bounded and the backlog is worked through over several polls.
 2. **`wake_workers`** emits the `acid_compaction_queued` asset when the poll queued something, which starts an
    `acid_worker` run at once; it is skipped when nothing was queued.
+
+Under load the due compactions are queued by benefit over cost (the deltas and delete deltas they remove from every
+read, per byte they rewrite), so within a poll the most useful go first; with `budget_bytes` a pool's compactions of
+one poll rewrite at most that much (its first always fits) and the rest are recorded `did not initiate` ("budget
+spent: ...", in SHOW COMPACTIONS) and queued first at the next poll, so none starves. Every decision says why in one
+word (`why`: queued, below threshold, no_auto_compaction, in queue, failed threshold, budget spent, not eligible,
+error), counted in the metrics `acid.initiator_partitions_<why>`.
 
 `dry_run` logs what would be queued and why (the `decisions` XCom) and changes nothing. Where the next poll
 continues is kept in the Airflow Variable `acid_initiator_last_check_ms.<connection id>` (an opaque cursor); delete
@@ -68,6 +75,9 @@ The schedule is `ACID_INITIATOR_INTERVAL_SECONDS` (default 300, `hive.compactor.
             2, "metastore.compactor.initiator.failed.compacts.threshold"),
         "failed_retry_seconds": NUMBERS["failed_retry_seconds"].param(
             604800, "metastore.compactor.initiator.failed.retry.time in seconds"),
+        "budget_bytes": NUMBERS["budget_bytes"].param(
+            0, "Bytes the compactions of one pool may rewrite per poll, queued by benefit over cost; the rest go "
+               "first at the next poll. 0: no budget"),
     },
 )
 def acid_initiator():
@@ -103,7 +113,8 @@ def acid_initiator():
                     delta_num_threshold=int(params["delta_num_threshold"]),
                     delta_pct_threshold=float(params["delta_pct_threshold"]),
                     failed_threshold=int(params["failed_threshold"]),
-                    failed_retry_time_ms=_ms(params["failed_retry_seconds"]))
+                    failed_retry_time_ms=_ms(params["failed_retry_seconds"]),
+                    budget_bytes=int(params.get("budget_bytes") or 0))
             except UsageError as exc:  # a cursor no poll wrote
                 raise AirflowFailException(f"initiator: {exc} (Airflow Variable {key}): delete the Variable, or "
                                            "run with full_scan, to start again from the first recorded write") from None
@@ -111,10 +122,11 @@ def acid_initiator():
         for decision in cycle.decisions:
             kind = decision.compaction_type.display if decision.compaction_type else None
             verb = "would queue" if dry_run else "queued"
-            what = f"{verb} {kind} in pool {decision.pool or 'default'}" if kind else "skipped"
+            queued = kind and decision.why == "queued"
+            what = f"{verb} {kind} in pool {decision.pool or 'default'}" if queued else f"not queued: {decision.why}"
             log.info("initiator: %s: %s (%s)", decision.candidate.full_partition_name, what, decision.reason)
             report.append({"partition": decision.candidate.full_partition_name, "type": kind,
-                           "pool": (decision.pool or "default") if kind else None,
+                           "pool": (decision.pool or "default") if kind else None, "why": decision.why,
                            "reason": decision.reason, "compaction_id": decision.compaction_id})
         ti.xcom_push(key="decisions", value=report)
         if not dry_run:

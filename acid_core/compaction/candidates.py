@@ -34,6 +34,7 @@ class Candidate:
     has_old_abort: bool = False
     aborted_count: int = 0
     oldest_abort_ms: int | None = None
+    deferred_entry: int | None = None  # its newest history entry: a budget deferral (`did not initiate`), this id
 
     @property
     def full_partition_name(self) -> str:
@@ -41,6 +42,9 @@ class Candidate:
         return f"{name}/{self.partition}" if self.partition is not None else name
 
 
+# The start of the `did not initiate` message of a due compaction the initiator left for a later cycle because its
+# pool's budget was spent: the partition is a candidate again, ahead of new ones (acid_core.compaction.initiator).
+BUDGET_DEFERRED = "budget spent:"
 FETCH_SIZE = 1000  # metastore.compactor.fetch.size
 MAX_FETCH_SIZE = 100_000
 CHECK_SLACK_MS = 60_000  # re-read a minute of commits: a commit's timestamp is taken before it becomes visible
@@ -119,7 +123,7 @@ def read_candidates(metastore: Metastore, *, after: Cursor | None, limit: int | 
                                        newer.c.CC_ID > cc.CC_ID)
         has_components = sa.exists().where(ctc.CTC_DATABASE == cc.CC_DATABASE, ctc.CTC_TABLE == cc.CC_TABLE,
                                            s.same_partition_as(ctc.CTC_PARTITION, cc.CC_PARTITION))
-        retries = (sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
+        retries = (sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION, cc.CC_ID, cc.CC_STATE, cc.CC_ERROR_MESSAGE)
                    .where(cc.CC_STATE.in_((CompactionState.FAILED.value, CompactionState.DID_NOT_INITIATE.value)),
                           is_newest, has_components))
         if limit is not None:
@@ -135,14 +139,18 @@ def read_candidates(metastore: Metastore, *, after: Cursor | None, limit: int | 
 
     rows, retries, aborted = metastore.db.run("find potential compactions", read, write=False, snapshot=True)
     keys = {(row[0], row[1], row[2]) for row in rows}
-    keys.update(tuple(row) for row in retries)
-    candidates = {key: Candidate(*key) for key in keys}
+    deferred = {}
+    for database, table, partition, entry_id, state, message in retries:
+        keys.add((database, table, partition))
+        if state == CompactionState.DID_NOT_INITIATE.value and (message or "").startswith(BUDGET_DEFERRED):
+            deferred[(database, table, partition)] = entry_id
+    candidates = {key: Candidate(*key, deferred_entry=deferred.get(key)) for key in keys}
     for database, table, partition, oldest, count in aborted:
         too_many = count > aborted_threshold
         too_old = aborted_time_threshold_ms >= 0 and oldest + aborted_time_threshold_ms < now
         if too_many or too_old:
             candidates[(database, table, partition)] = Candidate(database, table, partition, too_many, too_old,
-                                                                 count, oldest)
+                                                                 count, oldest, deferred.get((database, table, partition)))
     last = Cursor(rows[-1].CTC_TIMESTAMP, rows[-1].CTC_TXNID) if rows else None
     complete = limit is None or len(rows) < limit
     ordered = [candidates[key] for key in sorted(candidates, key=lambda k: (k[0], k[1], k[2] or ""))]

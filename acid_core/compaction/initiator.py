@@ -21,8 +21,9 @@ from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import DatabaseInfo, TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.compaction.candidates import (ABORTED_THRESHOLD, ABORTED_TIME_THRESHOLD_MS, CHECK_SLACK_MS, FETCH_SIZE,
-                                             MAX_FETCH_SIZE, Candidate, Cursor, read_candidates, find_candidates)
+from acid_core.compaction.candidates import (ABORTED_THRESHOLD, ABORTED_TIME_THRESHOLD_MS, BUDGET_DEFERRED,
+                                             CHECK_SLACK_MS, FETCH_SIZE, MAX_FETCH_SIZE, Candidate, Cursor,
+                                             find_candidates, read_candidates)
 from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS
 from acid_core.compaction.pools import DEFAULT_POOL, pool_of
 from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY
@@ -41,9 +42,27 @@ FAILED_RETRY_TIME_MS = 7 * 24 * 3600 * 1000  # metastore.compactor.initiator.fai
 REBALANCE_BUCKET_BYTES = 1 << 30
 
 
+# Why a candidate was or was not queued (Decision.why): "why not yet", in words an operator can count.
+WHY_QUEUED = "queued"
+WHY_BELOW_THRESHOLD = "below threshold"
+WHY_NO_AUTO_COMPACTION = "no_auto_compaction"
+WHY_IN_QUEUE = "in queue"  # a compaction of the partition is initiated (waiting for a slot) or working
+WHY_FAILED_THRESHOLD = "failed threshold"
+WHY_BUDGET_SPENT = "budget spent"
+WHY_NOT_ELIGIBLE = "not eligible"  # not a full ACID table, gone, a partitioned table's table-level entry
+WHY_ERROR = "error"  # the partition could not be examined
+WHY = (WHY_QUEUED, WHY_BELOW_THRESHOLD, WHY_NO_AUTO_COMPACTION, WHY_IN_QUEUE, WHY_FAILED_THRESHOLD, WHY_BUDGET_SPENT,
+       WHY_NOT_ELIGIBLE, WHY_ERROR)
+MIN_COST_BYTES = 1 << 20  # a compaction costs at least this much (start, listing, commit), however small its files
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What the initiator decided for one candidate: a compaction type, or None with the reason it skipped."""
+    """What the initiator decided for one candidate: a compaction type, or None with the reason it skipped.
+
+    `why` is one of WHY. `benefit` is what the compaction removes from every read of the partition (its current
+    insert deltas, its delete deltas counted twice: their events are loaded by every reader, aborted transactions),
+    `cost_bytes` what it rewrites (a major compaction: base and deltas; a minor one: the deltas)."""
 
     candidate: Candidate
     compaction_type: CompactionType | None
@@ -51,6 +70,14 @@ class Decision:
     compaction_id: int | None = None  # set by run_initiator when a request was queued (or already was)
     number_of_buckets: int | None = None  # a rebalance's CLUSTERED INTO n BUCKETS
     pool: str | None = None  # the compaction pool it is queued in (None: "default"), as Hive's Initiator chooses it
+    why: str = WHY_QUEUED
+    benefit: int = 0
+    cost_bytes: int = 0
+
+    @property
+    def score(self) -> float:
+        """Benefit over cost: what the compaction removes from reads per MiB it rewrites."""
+        return self.benefit / (max(self.cost_bytes, MIN_COST_BYTES) / MIN_COST_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +89,8 @@ class InitiatorCycle:
     complete: bool
 
 
-def _skip(candidate: Candidate, reason: str) -> Decision:
-    return Decision(candidate, None, reason)
+def _skip(candidate: Candidate, reason: str, why: str) -> Decision:
+    return Decision(candidate, None, reason, why=why)
 
 
 class CycleReads:
@@ -247,32 +274,34 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
     try:
         table = reads.table(candidate.database, candidate.table)
     except NoSuchObjectError:
-        return _skip(candidate, f"table {candidate.database}.{candidate.table} no longer exists")
+        return _skip(candidate, f"table {candidate.database}.{candidate.table} no longer exists", WHY_NOT_ELIGIBLE)
     if not table.is_transactional:
-        return _skip(candidate, f"table {table.full_name} is not a full ACID table")
+        return _skip(candidate, f"table {table.full_name} is not a full ACID table", WHY_NOT_ELIGIBLE)
     if table.no_auto_compaction:
-        return _skip(candidate, f"table {table.full_name} has no_auto_compaction=true")
+        return _skip(candidate, f"table {table.full_name} has no_auto_compaction=true", WHY_NO_AUTO_COMPACTION)
     database = reads.database(candidate.database)
     if database.no_auto_compaction:
-        return _skip(candidate, f"database {candidate.database} has no_auto_compaction=true")
+        return _skip(candidate, f"database {candidate.database} has no_auto_compaction=true", WHY_NO_AUTO_COMPACTION)
     if table.partition_keys and candidate.partition is None:
         return _skip(candidate, f"table {table.full_name} is partitioned: a table-level entry (dynamic-partition "
-                                "write) is not compacted")
+                                "write) is not compacted", WHY_NOT_ELIGIBLE)
     queued = reads.queued_or_working(candidate)
     if queued is not None:
-        return _skip(candidate, f"compaction {queued[0]} is already {queued[1]} for {candidate.full_partition_name}")
+        return _skip(candidate, f"compaction {queued[0]} is already {queued[1]} for {candidate.full_partition_name}",
+                     WHY_IN_QUEUE)
     failed = (_failed_too_often(metastore, candidate, failed_threshold, failed_retry_time_ms)
               if reads.failures(candidate) >= failed_threshold else None)
     if failed is not None:
-        return _skip(candidate, failed)
+        return _skip(candidate, failed, WHY_FAILED_THRESHOLD)
     pool = pool_of(table.params, database.params, table=table.full_name)
     if candidate.too_many_aborts:
         return Decision(candidate, CompactionType.MAJOR,
-                        f"{candidate.aborted_count} aborted transactions > abortedtxn.threshold", pool=pool)
+                        f"{candidate.aborted_count} aborted transactions > abortedtxn.threshold", pool=pool,
+                        benefit=candidate.aborted_count)
     if candidate.has_old_abort:
         return Decision(candidate, CompactionType.MINOR,
                         f"an aborted transaction started at {candidate.oldest_abort_ms} is older than "
-                        "aborted.txn.time.threshold", pool=pool)
+                        "aborted.txn.time.threshold", pool=pool, benefit=candidate.aborted_count)
     where = data_location(table, candidate.partition)
     try:
         state = get_acid_state(where.path, write_ids=reads.write_ids(table), missing_ok=True, fs=where.fs)
@@ -281,12 +310,17 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
         state = get_acid_state(where.path, write_ids=reads.write_ids(table, fresh=True), missing_ok=True, fs=where.fs)
     compaction_type, reason = decide_compaction_type(table, state, delta_num_threshold=delta_num_threshold,
                                                delta_pct_threshold=delta_pct_threshold)
+    if compaction_type is None:
+        return Decision(candidate, None, reason, why=WHY_BELOW_THRESHOLD)
+    base_size, delta_size = base_and_delta_sizes(state)
+    measure = dict(benefit=sum(2 if d.is_delete else 1 for d in state.deltas) + len(state.aborted),
+                   cost_bytes=delta_size + (base_size if compaction_type is not CompactionType.MINOR else 0))
     if compaction_type is CompactionType.MAJOR:
         rebalance = _rebalance(table, state, rebalance_bucket_bytes)
         if rebalance is not None:
             return Decision(candidate, CompactionType.REBALANCE, f"{reason}; {rebalance[1]}",
-                            number_of_buckets=rebalance[0], pool=pool)
-    return Decision(candidate, compaction_type, reason, pool=pool if compaction_type is not None else None)
+                            number_of_buckets=rebalance[0], pool=pool, **measure)
+    return Decision(candidate, compaction_type, reason, pool=pool, **measure)
 
 
 def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_ms: int | None = None,
@@ -294,7 +328,7 @@ def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_m
                   aborted_time_threshold_ms: int = ABORTED_TIME_THRESHOLD_MS,
                   delta_num_threshold: int = DELTA_NUM_THRESHOLD, delta_pct_threshold: float = DELTA_PCT_THRESHOLD,
                   failed_threshold: int = FAILED_THRESHOLD, failed_retry_time_ms: int = FAILED_RETRY_TIME_MS,
-                  rebalance_bucket_bytes: int = REBALANCE_BUCKET_BYTES) -> list[Decision]:
+                  rebalance_bucket_bytes: int = REBALANCE_BUCKET_BYTES, budget_bytes: int = 0) -> list[Decision]:
     """One unbounded initiator cycle over the commits since `last_checked_ms` (all when None): find candidates,
     decide each, queue the compactions (nothing is written on a dry run). `initiator_cycle` is the bounded poll.
 
@@ -305,7 +339,8 @@ def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_m
                                  aborted_time_threshold_ms=aborted_time_threshold_ms)
     return _decide_all(metastore, candidates, dry_run=dry_run, delta_num_threshold=delta_num_threshold,
                        delta_pct_threshold=delta_pct_threshold, failed_threshold=failed_threshold,
-                       failed_retry_time_ms=failed_retry_time_ms, rebalance_bucket_bytes=rebalance_bucket_bytes)
+                       failed_retry_time_ms=failed_retry_time_ms, rebalance_bucket_bytes=rebalance_bucket_bytes,
+                       budget_bytes=budget_bytes)
 
 
 def initiator_cycle(metastore: Metastore, *, cursor: str | None, fetch_size: int = FETCH_SIZE, dry_run: bool = False,
@@ -313,7 +348,7 @@ def initiator_cycle(metastore: Metastore, *, cursor: str | None, fetch_size: int
                     aborted_time_threshold_ms: int = ABORTED_TIME_THRESHOLD_MS,
                     delta_num_threshold: int = DELTA_NUM_THRESHOLD, delta_pct_threshold: float = DELTA_PCT_THRESHOLD,
                     failed_threshold: int = FAILED_THRESHOLD, failed_retry_time_ms: int = FAILED_RETRY_TIME_MS,
-                    rebalance_bucket_bytes: int = REBALANCE_BUCKET_BYTES) -> InitiatorCycle:
+                    rebalance_bucket_bytes: int = REBALANCE_BUCKET_BYTES, budget_bytes: int = 0) -> InitiatorCycle:
     """One bounded initiator poll, continuing from `cursor` (the previous poll's; None: from the first commit).
 
     At most `fetch_size` commit rows are read (metastore.compactor.fetch.size), oldest first, and at most as many
@@ -322,9 +357,14 @@ def initiator_cycle(metastore: Metastore, *, cursor: str | None, fetch_size: int
     returned cursor re-reads the last minute of commits (a commit's timestamp is taken before it is visible) unless
     that would not move past `cursor`.
 
+    The due compactions are queued in rank order (`rank`), at most `budget_bytes` of rewriting per pool (0: no
+    budget; the first of a pool is always queued); the others are left for the next poll, ahead of new ones.
+
     Raises:
-        UsageError: `fetch_size` is outside 1..100000, or `cursor` is malformed.
+        UsageError: `fetch_size` is outside 1..100000, `budget_bytes` is negative, or `cursor` is malformed.
     """
+    if budget_bytes < 0:
+        raise UsageError(f"initiator budget {budget_bytes} bytes is negative (0 turns the budget off)")
     if not 1 <= fetch_size <= MAX_FETCH_SIZE:
         raise UsageError(f"initiator fetch size {fetch_size} is outside 1..{MAX_FETCH_SIZE} "
                          "(metastore.compactor.fetch.size)")
@@ -335,7 +375,8 @@ def initiator_cycle(metastore: Metastore, *, cursor: str | None, fetch_size: int
                                                   aborted_time_threshold_ms=aborted_time_threshold_ms)
     decisions = _decide_all(metastore, candidates, dry_run=dry_run, delta_num_threshold=delta_num_threshold,
                             delta_pct_threshold=delta_pct_threshold, failed_threshold=failed_threshold,
-                            failed_retry_time_ms=failed_retry_time_ms, rebalance_bucket_bytes=rebalance_bucket_bytes)
+                            failed_retry_time_ms=failed_retry_time_ms, rebalance_bucket_bytes=rebalance_bucket_bytes,
+                       budget_bytes=budget_bytes)
     following = Cursor(started - CHECK_SLACK_MS, -1)
     if not complete and last is not None:
         following = min(last, following)
@@ -346,7 +387,10 @@ def initiator_cycle(metastore: Metastore, *, cursor: str | None, fetch_size: int
 
 def _decide_all(metastore: Metastore, candidates: list[Candidate], *, dry_run: bool, delta_num_threshold: int,
                 delta_pct_threshold: float, failed_threshold: int, failed_retry_time_ms: int,
-                rebalance_bucket_bytes: int) -> list[Decision]:
+                rebalance_bucket_bytes: int, budget_bytes: int = 0) -> list[Decision]:
+    """Decide every candidate, then queue the due ones pool by pool in rank order (`rank`), within each pool's
+    budget of `budget_bytes` to rewrite this cycle (0: no budget): what does not fit is recorded `did not initiate`
+    (message BUDGET_DEFERRED ...), which makes the partition a candidate again at the next poll, ahead of new ones."""
     initiator_id = f"{metastore.db.identity.host}-initiator"
     reads = CycleReads(metastore)
     decisions = []
@@ -357,17 +401,50 @@ def _decide_all(metastore: Metastore, candidates: list[Candidate], *, dry_run: b
                               failed_retry_time_ms=failed_retry_time_ms,
                               rebalance_bucket_bytes=rebalance_bucket_bytes, reads=reads)
         except AcidError as exc:
-            decision = _skip(candidate, f"could not decide: {exc}")
+            decision = _skip(candidate, f"could not decide: {exc}", WHY_ERROR)
             if not dry_run:
                 metastore.compactions.record_did_not_initiate(
                     candidate.database, candidate.table, candidate.partition, CompactionType.MAJOR, str(exc),
                     initiator_id=initiator_id)
-        if decision.compaction_type is not None and not dry_run:
+        decisions.append(decision)
+    due = rank([d for d in decisions if d.compaction_type is not None])
+    settled: dict[int, Decision] = {}
+    spent: dict[str, int] = {}
+    for position, decision in enumerate(due):
+        pool = decision.pool or DEFAULT_POOL
+        if budget_bytes > 0 and pool in spent and spent[pool] + decision.cost_bytes > budget_bytes:
+            decision = replace(decision, why=WHY_BUDGET_SPENT, reason=(
+                f"{BUDGET_DEFERRED} pool {pool} has {spent[pool]} of its {budget_bytes} bytes of this cycle "
+                f"queued; this {decision.compaction_type.display} compaction ({decision.reason}; rank "
+                f"{position + 1} of {len(due)}, {decision.benefit} directories for {decision.cost_bytes} bytes) "
+                "goes first at the next poll"))
+            if not dry_run:
+                metastore.compactions.record_did_not_initiate(
+                    decision.candidate.database, decision.candidate.table, decision.candidate.partition,
+                    decision.compaction_type, decision.reason, initiator_id=initiator_id, pool=pool)
+            settled[id(decision.candidate)] = decision
+            continue
+        spent[pool] = spent.get(pool, 0) + decision.cost_bytes  # the first of a pool always fits: none starves
+        if not dry_run:
+            candidate = decision.candidate
             result = metastore.compactions.enqueue(candidate.database, candidate.table, candidate.partition,
                                                    decision.compaction_type, initiator_id=initiator_id,
                                                    number_of_buckets=decision.number_of_buckets,
                                                    pool=decision.pool or DEFAULT_POOL)
             reason = decision.reason if result.accepted else f"{decision.reason}; not queued: {result.message}"
             decision = replace(decision, reason=reason, compaction_id=result.compaction_id)
-        decisions.append(decision)
-    return decisions
+        settled[id(decision.candidate)] = decision
+    return [settled.get(id(d.candidate), d) for d in decisions]
+
+
+def rank(decisions: list[Decision]) -> list[Decision]:
+    """The order due compactions are queued in (and so, within a pool, run in): first the ones a spent budget left
+    for this cycle, in the order they were left (oldest first: none starves), then by benefit over cost, highest
+    first (LinkedIn OpenHouse's greedy selection), then by name."""
+    def key(decision: Decision):
+        candidate = decision.candidate
+        deferred = candidate.deferred_entry
+        return (deferred is None, deferred or 0, -decision.score, candidate.database, candidate.table,
+                candidate.partition or "")
+
+    return sorted(decisions, key=key)

@@ -463,7 +463,7 @@ class CompactionQueue:
 
     def record_did_not_initiate(self, database: str, table: str, partition: str | None,
                                 compaction_type: CompactionType, message: str, *,
-                                initiator_id: str | None = None) -> int:
+                                initiator_id: str | None = None, pool: str | None = None) -> int:
         """A history entry `did not initiate` for a candidate the initiator could not queue (drives failure limits)."""
         def record(conn: Connection) -> int:
             compaction_id = self._next_id(conn)
@@ -472,7 +472,7 @@ class CompactionQueue:
                 CC_ID=compaction_id, CC_DATABASE=database.lower(), CC_TABLE=table.lower(), CC_PARTITION=partition,
                 CC_STATE=CompactionState.DID_NOT_INITIATE.value, CC_TYPE=CompactionType(compaction_type).value,
                 CC_ENQUEUE_TIME=now, CC_START=now, CC_END=now, CC_ERROR_MESSAGE=message[:20000],
-                CC_INITIATOR_ID=initiator_id or self.db.identity.host, CC_POOL_NAME="default"))
+                CC_INITIATOR_ID=initiator_id or self.db.identity.host, CC_POOL_NAME=pool or DEFAULT_POOL))
             return compaction_id
 
         return self.db.run(f"record a compaction of {database}.{table} that did not initiate", record)

@@ -136,6 +136,10 @@ def test_table_list_and_health_match_the_metastore_and_files(as_admin, tables):
     assert second["last_compaction"]["id"] == tables["failed"] and second["last_compaction"]["state"] == "failed"
     assert second["consecutive_failures"] == 1 and not second["past_failed_threshold"]
     assert second["due"] is None and "1 deltas <= delta.num.threshold 2" in second["reason"]
+    # why not yet, in a word, a sentence and since when
+    assert (first["why"], first["since"] is not None) == ("waiting for a slot", True)
+    assert first["why_detail"] == f"compaction {tables['queued']} waits for a slot of pool default: 0 queued before it"
+    assert (second["why"], second["why_detail"]) == ("below threshold", second["reason"])
 
     page = as_admin.get("/acid/api/tables/default/sales/health", params={"offset": 1, "limit": 1}).json()
     assert [p["partition"] for p in page["partitions"]] == ["ds=2026-01-02"] and page["total_partitions"] == 2
@@ -170,6 +174,7 @@ def test_failed_threshold_and_table_settings_show_in_health(as_admin, tables):
     assert sales["no_auto_compaction"] and sales["no_auto_compaction_source"] == "table"
     second = sales["partitions"][1]
     assert second["consecutive_failures"] == 2 and second["past_failed_threshold"]
+    assert second["why"] == "no_auto_compaction" and "only a manual request" in second["why_detail"]
 
 
 def test_transactions_and_locks(as_admin, tables):

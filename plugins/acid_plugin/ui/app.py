@@ -239,6 +239,7 @@ def create_app() -> FastAPI:
         for part, shown in zip(found.partitions, document["partitions"]):
             shown["base_size"] = format_bytes(part.base_bytes)
             shown["delta_size"] = format_bytes(part.delta_bytes)
+            shown["since"] = format_time(part.since_ms, now)
             if part.last_compaction is not None:
                 shown["last_compaction"]["ended"] = format_time(part.last_compaction.end_ms, now)
         return document
