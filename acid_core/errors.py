@@ -90,6 +90,10 @@ class InvalidTypeError(SchemaMismatchError):
     """A Hive type string cannot be parsed, or its parameters are outside Hive's limits."""
 
 
+class CompactionTaskError(AcidError):
+    """A compaction's task failed where it ran (an executor); its text ends with the task's cause, `Type: message`."""
+
+
 class UnsortedEventsError(AcidError):
     """An event file is not sorted by (originalTransaction, bucket, rowId), which Hive's readers require."""
 

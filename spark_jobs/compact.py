@@ -23,7 +23,7 @@ from acid_core.compaction.batch import BatchWorker, QueueSelection
 from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.plan import CompactionPlan
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.errors import AcidError, one_line_cause
+from acid_core.errors import AcidError, CompactionTaskError, one_line_cause
 from acid_core.metastore import Metastore
 
 
@@ -76,6 +76,48 @@ class SparkRunner:
         finally:
             jobs = context.statusTracker().getJobIdsForGroup(group)
             self.job_label = job_label(context.applicationId, max(jobs)) if jobs else None
+
+    def run_group(self, plans: list[CompactionPlan]) -> list:
+        """The tasks of several plans (small compactions of one batch) as one Spark job, so they share its start and
+        its slots: each plan's results, or the error one of its tasks failed with (the others are not affected)."""
+        self.job_label = None
+        self.compaction_id = plans[0].compaction_id
+        self._baseline = (self.tasks_done.value, self.events_read.value, self.events_written.value)
+        context = self.spark.sparkContext
+        ids = ", ".join(str(plan.compaction_id) for plan in plans)
+        group = f"acid-compaction-{plans[0].compaction_id}-group"
+        context.setJobGroup(group, f"compactions {ids} ({len(plans)} partitions)")
+        units = [(index, work) for index, plan in enumerate(plans) for work in plan.buckets]
+        self.tasks_total = len(units)
+        background = self.background
+        events_read, events_written, tasks_done = self.events_read, self.events_written, self.tasks_done
+
+        def task(unit):
+            index, work = unit
+            try:
+                result = run_bucket(plans[index], work, background=background)
+            except Exception as exc:  # this plan fails; the others of the job go on
+                return index, None, one_line_cause(exc)
+            events_read.add(result.events_read)
+            events_written.add(result.inserts + result.deletes)
+            tasks_done.add(1)
+            return index, result, None
+
+        try:
+            returned = context.parallelize(units, max(1, len(units))).map(task).collect()
+        except Exception as exc:  # the job itself failed (an executor lost, ...): every plan of it
+            return [exc for _ in plans]
+        finally:
+            jobs = context.statusTracker().getJobIdsForGroup(group)
+            self.job_label = job_label(context.applicationId, max(jobs)) if jobs else None
+        found: list = [[] for _ in plans]
+        for index, result, error in returned:
+            if isinstance(found[index], list) and error is None:
+                found[index].append(result)
+            elif error is not None:
+                found[index] = CompactionTaskError(f"a task of compaction {plans[index].compaction_id} failed:\n"
+                                                   f"{error}")
+        return found
 
     def usable(self) -> bool:
         """Whether the SparkContext still runs jobs (a batch stops when it does not)."""

@@ -156,3 +156,44 @@ def test_a_batch_takes_only_its_pool_and_stops_when_its_runner_is_down(ms):
         max_compactions=10, max_seconds=600)
     assert end.reason == RUNNER_DOWN and not down.started
     assert ms.compactions.get(default).state is CompactionState.INITIATED
+
+
+class GroupRunner:
+    """A runner that runs several plans in one call (as SparkRunner.run_group does in one Spark job), recording the
+    groups; a plan of `failing` fails alone."""
+
+    parallelism = 2
+
+    def __init__(self, failing: int | None = None) -> None:
+        self.groups: list[list[int]] = []
+        self.failing = failing
+
+    def __call__(self, plan):
+        self.groups.append([plan.compaction_id])
+        return local_runner(plan)
+
+    def run_group(self, plans):
+        self.groups.append([plan.compaction_id for plan in plans])
+        return [OSError("disk full") if plan.compaction_id == self.failing else local_runner(plan) for plan in plans]
+
+
+def test_consecutive_entries_of_a_table_run_together_in_queue_order(ms):
+    _partitioned(ms, "t", ["d1", "d2", "d3"])
+    _partitioned(ms, "u", ["d1"])
+    t1, t2 = _queue(ms, "t", ["d1", "d2"])
+    [u1] = _queue(ms, "u", ["d1"])
+    [t3] = _queue(ms, "t", ["d3"])
+    runner = GroupRunner(failing=t2)
+    recorder = Recorder()
+
+    end = _batch(ms, recorder, runner=runner).run(max_compactions=100, max_seconds=600)
+
+    assert end.ran == 4 and recorder.started == [t1, t2, u1, t3]  # never past an older entry of another table
+    assert runner.groups == [[t1, t2], [u1], [t3]]  # a group of the two oldest of t; u alone; then t again
+    assert [item.result for item in recorder.ended] == ["compacted", "failed", "compacted", "compacted"]
+    assert recorder.ended[1].message == f"compaction {t2} failed: OSError: disk full"
+    states = [ms.compactions.get(i).state for i in (t1, t2, u1, t3)]
+    assert states == [CompactionState.READY_FOR_CLEANING, CompactionState.FAILED,
+                      CompactionState.READY_FOR_CLEANING, CompactionState.READY_FOR_CLEANING]
+    txns = {ms.compactions.get(i).txn_id for i in (t1, u1, t3)}
+    assert len(txns) == 3  # each its own compactor transaction, even in one group

@@ -8,7 +8,11 @@ CQ_ID), so however many batches run at once and whatever order Airflow starts th
 order. It stops when the queue of its pool is empty, when it ran `max_compactions` or `max_seconds` have passed (the
 running compaction finishes), when the next entry needs a process of another kind (`accepts`: its Spark settings
 differ from this application's), or when the runner can no longer run anything (its SparkContext died).
-Cost per compaction: one queue read and a compare-and-swap more than a single run; memory: one compaction's.
+Consecutive entries of one table (the next oldest, never skipping one) may run together: their tasks in one Spark job
+(`runner.run_group`), as many as the application has slots, so small partitions share a job's start and fill its
+cores; each keeps its own protocol and outcome.
+Cost per compaction: one queue read and a compare-and-swap more than a single run; memory: one group's tasks, each
+a compaction task's.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from acid_core.compaction.attempt import Result
 from acid_core.compaction.worker import CompactionWorker, Runner
 from acid_core.errors import AcidError, CompactionStateError, UsageError, one_line_cause
 from acid_core.metastore import Metastore
+from acid_core.compaction.codes import CompactionType
 from acid_core.metastore.compactions import CompactionInfo
 
 # The reasons a batch ends (BatchEnd.reason)
@@ -98,13 +103,15 @@ class BatchWorker:
         on_start, on_end: called as each compaction starts (its entry, claimed) and ends (its BatchItem), so the
             caller can log and count while the batch runs.
         clock: seconds, monotonic.
+        group_size: how many consecutive queued compactions of one table may run together (default: the runner's
+            `parallelism` if it has `run_group`, else 1).
     """
 
     def __init__(self, metastore: Metastore, *, worker_id: str, runner: Runner, selection: QueueSelection,
                  accepts: Callable[[CompactionInfo], str | None] = lambda entry: None, job_id: str | None = None,
                  on_start: Callable[[CompactionInfo], None] = lambda entry: None,
                  on_end: Callable[[BatchItem], None] = lambda item: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, group_size: int | None = None) -> None:
         self.metastore = metastore
         self.worker = CompactionWorker(metastore, worker_id=worker_id, runner=runner, job_id=job_id)
         self.runner = runner
@@ -113,6 +120,10 @@ class BatchWorker:
         self.on_start = on_start
         self.on_end = on_end
         self.clock = clock
+        # up to this many consecutive entries of one table share a run of the runner (one Spark job filling its
+        # slots: a small partition is one task); 1 with a runner that runs one plan at a time
+        self.group_size = (max(1, int(getattr(runner, "parallelism", 1))) if group_size is None else group_size) \
+            if hasattr(runner, "run_group") else 1
 
     def run(self, *, max_compactions: int, max_seconds: float) -> BatchEnd:
         """Pull and run compactions until one of the stop conditions; returns why it stopped.
@@ -141,26 +152,48 @@ class BatchWorker:
             if refusal is not None:
                 return BatchEnd(OTHER_SETTINGS, f"compaction {entry.id} needs another application: {refusal}", ran,
                                 next_compaction_id=entry.id)
-            try:
-                claimed = self.metastore.compactions.claim(worker_id=self.worker.worker_id, compaction_id=entry.id)
-            except CompactionStateError:
+            claimed = self._claim(entry)
+            if claimed is None:
                 continue  # another worker took it first: the next oldest
-            ran += 1
-            self.on_end(self._run_one(claimed))
+            group = [claimed]
+            while len(group) < min(self.group_size, max_compactions - ran) and self.clock() < deadline:
+                following = self.selection.next_waiting(self.metastore)
+                if (following is None or (following.database, following.table) != (entry.database, entry.table)
+                        or following.type is CompactionType.REBALANCE or self.accepts(following) is not None):
+                    break  # only the next oldest joins a group: the order stays the queue's
+                joined = self._claim(following)
+                if joined is None:
+                    break
+                group.append(joined)
+            ran += len(group)
+            for item in self._run_group(group):
+                self.on_end(item)
 
-    def _run_one(self, entry: CompactionInfo) -> BatchItem:
-        self.on_start(entry)
-        started = self.clock()
+    def _claim(self, entry: CompactionInfo) -> CompactionInfo | None:
         try:
-            outcome = self.worker.run_claimed(entry)
-        except Exception as exc:  # recorded failed in the queue by the worker; the next one runs
-            return BatchItem(entry.id, "failed", f"compaction {entry.id} failed: {one_line_cause(exc)}",
-                             {"duration_seconds": round(self.clock() - started, 3)})
-        result = "refused" if outcome.result == Result.REFUSED.value else "compacted"
-        return BatchItem(entry.id, result, f"compaction {entry.id}: {outcome.result}: {outcome.message}", {
-            "duration_seconds": round(self.clock() - started, 3), "events_read": outcome.events_read,
-            "events_written": outcome.inserts + outcome.deletes, "bytes_read": outcome.bytes_read,
-            "bytes_written": outcome.bytes_written, "tasks": getattr(self.runner, "tasks_total", 0)})
+            return self.metastore.compactions.claim(worker_id=self.worker.worker_id, compaction_id=entry.id)
+        except CompactionStateError:
+            return None
+
+    def _run_group(self, group: list[CompactionInfo]) -> list[BatchItem]:
+        """Run claimed compactions of one table together (one Spark job when the runner can), each on its own."""
+        for entry in group:
+            self.on_start(entry)
+        started = self.clock()
+        outcomes = self.worker.run_claimed_group(group)
+        duration = round(self.clock() - started, 3)
+        items = []
+        for entry, outcome in zip(group, outcomes):
+            if isinstance(outcome, BaseException):  # recorded failed in the queue by the worker; the next one runs
+                items.append(BatchItem(entry.id, "failed", f"compaction {entry.id} failed: {one_line_cause(outcome)}",
+                                       {"duration_seconds": duration}))
+                continue
+            result = "refused" if outcome.result == Result.REFUSED.value else "compacted"
+            items.append(BatchItem(entry.id, result, f"compaction {entry.id}: {outcome.result}: {outcome.message}", {
+                "duration_seconds": duration, "events_read": outcome.events_read,
+                "events_written": outcome.inserts + outcome.deletes, "bytes_read": outcome.bytes_read,
+                "bytes_written": outcome.bytes_written, "tasks": getattr(self.runner, "tasks_total", 0)}))
+        return items
 
 
 def _usable(runner: Runner) -> bool:

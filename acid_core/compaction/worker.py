@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from acid_core.compaction.attempt import Result, before_run
@@ -114,6 +114,30 @@ class Outcome:
     bytes_written: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A compaction ready for its tasks: its entry, transaction, plan and directory state."""
+
+    info: CompactionInfo
+    txn_id: int
+    plan: CompactionPlan
+    state: DirectoryState
+    fs: FileSystem
+    location: str
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """One compaction of a group as it goes (mutable: the group's bookkeeping, never shared)."""
+
+    info: CompactionInfo
+    txn_id: int | None = None
+    prepared: _Prepared | None = None
+    outcome: Outcome | None = None
+    error: Exception | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
 class CompactionWorker:
     def __init__(self, metastore: Metastore, *, worker_id: str | None = None, runner: Runner = local_runner,
                  lock_timeout_ms: int = 60_000, job_id: str | None = None) -> None:
@@ -145,23 +169,77 @@ class CompactionWorker:
         Raises:
             AcidError: the compaction failed; it is marked failed (with this message) and nothing it wrote is visible.
         """
-        compaction_id = info.id
-        if self.job_id:
-            self.metastore.compactions.set_hadoop_job_id(compaction_id, self.job_id, worker_id=self.worker_id)
-        txn_id = None
-        stop = threading.Event()
+        [outcome] = self.run_claimed_group([info])
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def run_claimed_group(self, infos: Sequence[CompactionInfo]) -> list[Outcome | BaseException]:
+        """Run compactions this worker has just claimed, their tasks in one `runner.run_group` call when the runner
+        has one (SparkRunner: one Spark job for them all, so small partitions share a job and its slots), each one's
+        protocol on its own: its transaction, lock, snapshot and commit, or its failure (marked failed, its output
+        removed) without touching the others. Returns each one's Outcome or the error it failed with, in order."""
+        started = [_Attempt(info) for info in infos]
         try:
-            kind = TxnType.REBALANCE_COMPACTION if info.type is CompactionType.REBALANCE else TxnType.COMPACTION
-            txn_id = self.metastore.txns.open_txn(txn_type=kind, agent_info=f"compactor {self.worker_id}")
-            beats = threading.Thread(target=self._heartbeat, args=(txn_id, stop), daemon=True,
-                                     name=f"compaction-{compaction_id}-heartbeat")
-            beats.start()
-            return self._compact(info, txn_id)
-        except BaseException as exc:
-            self._fail(info, txn_id, exc)
+            for attempt in started:
+                self._start(attempt)
+            planned = [a for a in started if a.error is None and a.outcome is None]
+            if planned:
+                for attempt, results in zip(planned, self._run_plans([a.prepared.plan for a in planned])):
+                    if isinstance(results, BaseException):
+                        self._failed(attempt, results)
+                        continue
+                    try:
+                        attempt.outcome = self._finish(attempt.prepared, results)
+                    except Exception as exc:
+                        self._failed(attempt, exc)
+            return [a.error if a.error is not None else a.outcome for a in started]
+        except BaseException as exc:  # interrupted: every attempt still in hand fails (housekeeping if killed)
+            for attempt in started:
+                if attempt.error is None and attempt.outcome is None:
+                    self._failed(attempt, exc)
             raise
         finally:
-            stop.set()
+            for attempt in started:
+                attempt.stop.set()
+
+    def _start(self, attempt: "_Attempt") -> None:
+        """Open the compactor transaction (heartbeated) and prepare the plan; a compaction that ends here (refused,
+        nothing to merge) gets its outcome, one that fails its error."""
+        info = attempt.info
+        try:
+            if self.job_id:
+                self.metastore.compactions.set_hadoop_job_id(info.id, self.job_id, worker_id=self.worker_id)
+            kind = TxnType.REBALANCE_COMPACTION if info.type is CompactionType.REBALANCE else TxnType.COMPACTION
+            attempt.txn_id = self.metastore.txns.open_txn(txn_type=kind, agent_info=f"compactor {self.worker_id}")
+            threading.Thread(target=self._heartbeat, args=(attempt.txn_id, attempt.stop), daemon=True,
+                             name=f"compaction-{info.id}-heartbeat").start()
+            prepared = self._prepare(info, attempt.txn_id)
+        except Exception as exc:
+            self._failed(attempt, exc)
+            return
+        if isinstance(prepared, Outcome):
+            attempt.outcome = prepared
+        else:
+            attempt.prepared = prepared
+
+    def _run_plans(self, plans: list[CompactionPlan]) -> list:
+        """Each plan's task results, or the error its tasks failed with."""
+        group = getattr(self.runner, "run_group", None)
+        if group is not None and len(plans) > 1:
+            return group(plans)
+        found: list = []
+        for plan in plans:
+            try:
+                found.append(self.runner(plan))
+            except Exception as exc:
+                found.append(exc)
+        return found
+
+    def _failed(self, attempt: "_Attempt", error: BaseException) -> None:
+        attempt.error = error if isinstance(error, Exception) else AcidError(f"interrupted: {error!r}")
+        attempt.stop.set()
+        self._fail(attempt.info, attempt.txn_id, error)
 
     def _heartbeat(self, txn_id: int, stop: threading.Event) -> None:
         """Keep the compactor transaction alive while tasks run (Hive's worker heartbeats too), so housekeeping does
@@ -173,7 +251,9 @@ class CompactionWorker:
             except AcidError:
                 return
 
-    def _compact(self, info: CompactionInfo, txn_id: int) -> Outcome:
+    def _prepare(self, info: CompactionInfo, txn_id: int) -> "Outcome | _Prepared":
+        """Everything before the tasks run: lock, snapshot, directory state, plan, hidden result directories. An
+        Outcome when the compaction ends here (refused, nothing to merge)."""
         store = self.metastore
         table = store.catalog.require_transactional(info.database, info.table)
         where = data_location(table, info.partition)
@@ -215,7 +295,13 @@ class CompactionWorker:
                           parallelism=getattr(self.runner, "parallelism", 1))
         for _, temp in plan.outputs:
             fs.make_dirs(fs.join(location, temp))
-        results = self.runner(plan)
+        return _Prepared(info, txn_id, plan, state, fs, location)
+
+    def _finish(self, prepared: "_Prepared", results: Sequence[BucketResult]) -> Outcome:
+        """Everything after the tasks ran: parts joined, format files, renames, ready for cleaning, commit."""
+        store, info, txn_id, plan, state = (self.metastore, prepared.info, prepared.txn_id, prepared.plan,
+                                            prepared.state)
+        fs, location = prepared.fs, prepared.location
         job = getattr(self.runner, "job_label", None)  # the Spark job that ran it, once known: HadoopJobId
         if job and job != self.job_id:
             store.compactions.set_hadoop_job_id(info.id, job, worker_id=self.worker_id)

@@ -87,10 +87,9 @@ def test_a_killed_application_mid_batch_loses_nothing_and_runs_nothing_twice(aci
     before = {day: _rows(ms, "t", day) for day in days}
     dirs_before = {day: dirs(ms.catalog.get_table("default", "t").partition_location(f"ds={day}")) for day in days}
     ids = [ms.compactions.enqueue("default", "t", f"ds={day}", CompactionType.MAJOR).compaction_id for day in days]
-    in_hand = ids[2]
 
     def big_one_is_working() -> bool:
-        entry = ms.compactions.get(in_hand)
+        entry = ms.compactions.get(ids[2])
         return entry.state is CompactionState.WORKING and entry.txn_id is not None
 
     watcher = _kill_batch_application_when(big_one_is_working)
@@ -99,25 +98,30 @@ def test_a_killed_application_mid_batch_loses_nothing_and_runs_nothing_twice(aci
 
     assert killed.state == "failed" and task_states(killed)["compact[0]"] == "failed"  # retryable: interrupted
     first = [ms.compactions.get(i) for i in ids]
-    assert [e.state for e in first[:2]] == [CompactionState.READY_FOR_CLEANING] * 2  # compacted before the kill
-    assert first[2].state is CompactionState.WORKING  # the one in hand: left for housekeeping
-    assert [e.state for e in first[3:]] == [CompactionState.INITIATED] * 2  # never claimed
+    compacted = [e.id for e in first if e.state is CompactionState.READY_FOR_CLEANING]
+    in_hand = [e.id for e in first if e.state is CompactionState.WORKING]
+    waiting = [e.id for e in first if e.state is CompactionState.INITIATED]
+    assert sorted(compacted + in_hand + waiting) == ids  # nothing failed, nothing lost
+    assert compacted == ids[:2] and ids[2] in in_hand  # the oldest first; the big one (and its group) in hand
+    assert in_hand + waiting == ids[2:]
 
-    time.sleep(max(0.0, first[2].start_ms / 1000 + 1.1 - time.time()))
+    time.sleep(max(0.0, max(e.start_ms for e in first if e.id in in_hand) / 1000 + 1.1 - time.time()))
     housekept = dagbag.get_dag("acid_housekeeping").test(run_conf=HOUSEKEEPING)
     assert housekept.state == "success"
-    assert returned(housekept, "housekeep_metastore")["reverted_compactions"] == [in_hand]
+    assert sorted(returned(housekept, "housekeep_metastore")["reverted_compactions"]) == in_hand
 
     retried = dagbag.get_dag("acid_worker").test(run_conf=WORKER)
 
     assert retried.state == "success"
     [batch] = returned_all(retried, "compact")
-    assert [s["compaction_id"] for s in batch["compactions"]] == ids[2:]  # the put-back one first: oldest
+    assert [s["compaction_id"] for s in batch["compactions"]] == ids[2:]  # the put-back ones first: oldest
     after = [ms.compactions.get(i) for i in ids]
     assert {e.state for e in after} == {CompactionState.READY_FOR_CLEANING}
     assert [e.txn_id for e in after[:2]] == [e.txn_id for e in first[:2]]  # not run again
-    assert after[2].txn_id != first[2].txn_id
-    assert first[2].txn_id not in {txn.txn_id for txn in ms.txns.show_transactions() if txn.state_name == "OPEN"}
+    open_txns = {txn.txn_id for txn in ms.txns.show_transactions() if txn.state_name == "OPEN"}
+    for before_kill, now in zip(first[2:], after[2:]):
+        if before_kill.id in in_hand:  # the killed attempt's transaction was aborted; a new one compacted it
+            assert now.txn_id != before_kill.txn_id and before_kill.txn_id not in open_txns
     for day in days:
         location = ms.catalog.get_table("default", "t").partition_location(f"ds={day}")
         new = [name for name in dirs(location) if name not in dirs_before[day]]
