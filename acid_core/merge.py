@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -19,7 +18,7 @@ import pyarrow as pa
 from acid_core.delete_events import (DeleteCursor, DeleteRegistry, Key, KeyArrays, read_delete_keys,
                                      valid_write_id_mask, without_deleted)
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError, UsageError
-from acid_core.fs import FileSystem
+from acid_core.fs import FileSystem, concurrently
 from acid_core.read_plan import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, InsertSource, ReadPlan, delete_event_count,
                                  plan_read, read_units, source_lower_bound)
 from acid_core.orc_events import (CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW, EventFile)
@@ -222,11 +221,7 @@ def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, in
     reader = SnapshotReader(fs, plan, write_ids, with_keys=with_keys,
                              max_delete_events_in_memory=max_delete_events_in_memory)
     units = reader.units()
-    if threads > 1 and len(units) > 1:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            tables = list(pool.map(reader.read, units))
-    else:
-        tables = [reader.read(unit) for unit in units]
+    tables = concurrently(reader.read, units, threads=threads)  # the process's I/O pool: no thread start per read
     pairs = [(t, source.path) for t, (source, _) in zip(tables, units) if t is not None]
     names = list(column_names) if column_names else _column_names(pairs)
     if not pairs:

@@ -19,7 +19,17 @@ initiator queues one compaction per partition. The warehouse and its SQLite meta
 Printed: both totals and per-compaction times, their ratio (goal <= 2x), the entries that started after an entry of their pool enqueued later, and the
 worst such wait (goal: none), and the load average at the start and the end.
 
-Run: `.venv/bin/python bench/bench_fleet.py [--partitions 1000] [--tables 4]` (about 15 minutes at K = 1,000).
+(c) `--steady`: the platform as in (b), while a writer in this process commits `--rate 10` insert transactions a
+    second (10 rows each) round robin into `--steady-partitions 200` partitions (4 tables), each starting as one base
+    of `--base-rows 300000` rows, for `--minutes 10`. Every 10 s every partition's current deltas are counted (Hive's
+    directory state under a fresh snapshot); every minute the partition with the most deltas is read with acid_core's
+    reader (`read_snapshot`, best of 5) and so are the same rows freshly compacted (written as two deltas and major
+    compacted in a scratch metastore, best of 5), side by side. Printed: commits made, compactions run, the most
+    deltas any partition had (goal <= hive.compactor.delta.num.threshold + 5 = 15) and the read ratios over time
+    (goal <= 1.3x throughout).
+
+Run: `.venv/bin/python bench/bench_fleet.py [--partitions 1000] [--tables 4]` (about 15 minutes at K = 1,000), and
+`.venv/bin/python bench/bench_fleet.py --steady` (about 17 minutes).
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -204,15 +215,229 @@ def order_inversions(rows) -> tuple[int, float]:
     return count, worst
 
 
+STEADY_TABLES = 4
+SAMPLE_EVERY_S = 60
+COUNT_EVERY_S = 10
+DELTA_NUM_THRESHOLD = 10  # hive.compactor.delta.num.threshold (the platform's default)
+
+
+def build_steady(ms, *, partitions: int, base_rows: int) -> list[tuple[str, str, dict]]:
+    """STEADY_TABLES tables, `partitions` partitions in all, each one base of `base_rows` rows (written as two deltas
+    per partition, then major compacted and cleaned in this process); returns (table, partition name, spec)."""
+    from acid_core.compaction.cleaner import clean
+    from acid_core.compaction.worker import CompactionWorker
+    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.txns import Operation
+    from acid_core.writer import EmbeddedWriter
+
+    ms.catalog.create_database(FLEET_DB, if_not_exists=True)
+    found = []
+    for number in range(STEADY_TABLES):
+        name = f"s{number}"
+        info = ms.catalog.create_table(FLEET_DB, name, [("id", "bigint"), ("payload", "string")],
+                                       partition_keys=[("ds", "string")], params={"transactional": "true"})
+        days = [f"p{index:04d}" for index in range(number, partitions, STEADY_TABLES)]
+        names = [ms.catalog.add_partition(FLEET_DB, name, {"ds": day}).name for day in days]
+        writer = EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"])
+        for half in range(2):  # two deltas: a major compaction of a single delta is refused (Hive's rule)
+            txn_id = ms.txns.open_txn()
+            write_id = ms.txns.allocate_write_ids([txn_id], FLEET_DB, name)[txn_id]
+            ms.txns.add_components(txn_id, FLEET_DB, name, names, Operation.INSERT)
+            for day in days:
+                writer.insert([(row, f"{day}-{row:09d}-payload") for row in range(half, base_rows, 2)],
+                              write_id=write_id, partition={"ds": day})
+            ms.txns.commit(txn_id)
+        found += [(name, part, {"ds": day}) for part, day in zip(names, days)]
+    worker = CompactionWorker(ms, worker_id="bench-setup")
+    for name, part, _ in found:
+        compaction_id = ms.compactions.enqueue(FLEET_DB, name, part, CompactionType.MAJOR).compaction_id
+        worker.run(compaction_id)
+    clean(ms, log=lambda line: None)
+    return found
+
+
+class SteadyWriter:
+    """Commits `rate` insert transactions a second, 10 rows each, round robin over the partitions, until stopped."""
+
+    def __init__(self, home: Path, partitions: list[tuple[str, str, dict]], rate: float) -> None:
+        self.home, self.partitions, self.rate = home, partitions, rate
+        self.commits = self.errors = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from acid_core.errors import AcidError
+        from acid_core.metastore.txns import Operation
+        from acid_core.writer import EmbeddedWriter
+
+        ms = metastore_of(self.home)
+        writers = {}
+        due = time.monotonic()
+        index = 0
+        while not self.stop.is_set():
+            due += 1 / self.rate
+            name, part, spec = self.partitions[index % len(self.partitions)]
+            index += 1
+            if name not in writers:
+                info = ms.catalog.get_table(FLEET_DB, name)
+                writers[name] = EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"])
+            try:
+                txn_id = ms.txns.open_txn()
+                write_id = ms.txns.allocate_write_ids([txn_id], FLEET_DB, name)[txn_id]
+                ms.txns.add_components(txn_id, FLEET_DB, name, [part], Operation.INSERT)
+                writers[name].insert([(10**12 + index * 10 + row, f"streamed-{index}-{row}") for row in range(10)],
+                                     write_id=write_id, partition=spec)
+                ms.txns.commit(txn_id)
+                self.commits += 1
+            except AcidError:
+                self.errors += 1
+            self.stop.wait(max(0.0, due - time.monotonic()))
+        ms.close()
+
+
+def current_deltas(ms, name: str, part: str) -> int:
+    from acid_core.state import get_acid_state
+
+    full = f"{FLEET_DB}.{name}"
+    snapshot = ms.txns.snapshot([full])
+    state = get_acid_state(ms.catalog.get_table(FLEET_DB, name).partition_location(part),
+                           write_ids=snapshot.write_ids[full], txns=snapshot.txns)
+    return len(state.deltas)
+
+
+def best_read(location: str, write_ids, txns) -> tuple[float, object]:
+    from acid_core.merge import read_snapshot
+
+    best, table = float("inf"), None
+    for _ in range(5):
+        started = time.perf_counter()
+        table = read_snapshot(location, write_ids=write_ids, txns=txns)
+        best = min(best, time.perf_counter() - started)
+    return best, table
+
+
+def read_ratio(ms, scratch, name: str, part: str, sample: int) -> tuple[float, float, int]:
+    """(reading the partition now, reading the same rows freshly compacted, its current deltas), seconds."""
+    from acid_core.compaction.worker import CompactionWorker
+    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.txns import Operation
+    from acid_core.state import get_acid_state
+    from acid_core.writer import EmbeddedWriter
+
+    full = f"{FLEET_DB}.{name}"
+    snapshot = ms.txns.snapshot([full])
+    location = ms.catalog.get_table(FLEET_DB, name).partition_location(part)
+    deltas = len(get_acid_state(location, write_ids=snapshot.write_ids[full], txns=snapshot.txns).deltas)
+    now, rows = best_read(location, snapshot.write_ids[full], snapshot.txns)
+    fresh_name = f"fresh{sample}"
+    info = scratch.catalog.create_table("default", fresh_name, [("id", "bigint"), ("payload", "string")],
+                                        params={"transactional": "true"})
+    values = list(zip(rows.column(0).to_pylist(), rows.column(1).to_pylist()))
+    for half in range(2):
+        txn_id = scratch.txns.open_txn()
+        write_id = scratch.txns.allocate_write_ids([txn_id], "default", fresh_name)[txn_id]
+        scratch.txns.add_components(txn_id, "default", fresh_name, [None], Operation.INSERT)
+        EmbeddedWriter(info.location, columns=info.columns).insert(values[half::2], write_id=write_id)
+        scratch.txns.commit(txn_id)
+    compaction_id = scratch.compactions.enqueue("default", fresh_name, None, CompactionType.MAJOR).compaction_id
+    CompactionWorker(scratch, worker_id="bench-fresh").run(compaction_id)
+    fresh_snapshot = scratch.txns.snapshot([f"default.{fresh_name}"])
+    fresh, _ = best_read(info.location, fresh_snapshot.write_ids[f"default.{fresh_name}"], fresh_snapshot.txns)
+    return now, fresh, deltas
+
+
+def steady(args, base: Path) -> int:
+    home = base / "steady-home"
+    env = platform_env(home, free_port())
+    set_up_home(home, env)
+    ms = metastore_of(home)
+    started = time.perf_counter()
+    partitions = build_steady(ms, partitions=args.steady_partitions, base_rows=args.base_rows)
+    print(f"  (c) steady state: {len(partitions)} partitions of {args.base_rows} rows, each one base, written in "
+          f"{time.perf_counter() - started:.0f} s (not timed); {args.rate:g} commits/s for {args.minutes:g} min",
+          flush=True)
+    from acid_core.metastore import Metastore
+
+    scratch = Metastore(f"sqlite:///{base / 'scratch.db'}", warehouse=str(base / "scratch"))
+    scratch.init()
+    load_start = os.getloadavg()
+    log_path = base / "steady-platform.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "acid_platform"], env=env, cwd=ROOT, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    writer = SteadyWriter(home, partitions, args.rate)
+    thread = threading.Thread(target=writer.run, daemon=True)
+    most, samples, counts = 0, [], []
+    try:
+        time.sleep(5)
+        run_started = time.monotonic()
+        thread.start()
+        end = run_started + args.minutes * 60
+        next_sample = run_started + SAMPLE_EVERY_S
+        sample = 0
+        while time.monotonic() < end:
+            if process.poll() is not None:
+                raise SystemExit(f"the platform stopped (exit {process.returncode}); see {log_path}")
+            per_partition = {(name, part): current_deltas(ms, name, part) for name, part, _ in partitions}
+            worst = max(per_partition, key=per_partition.get)
+            most = max(most, per_partition[worst])
+            counts.append(per_partition[worst])
+            if time.monotonic() >= next_sample:
+                sample += 1
+                now, fresh, deltas = read_ratio(ms, scratch, *worst, sample)
+                samples.append((time.monotonic() - run_started, worst[1], deltas, now, fresh))
+                print(f"      {samples[-1][0]:4.0f} s: most deltas {per_partition[worst]} ({worst[0]}/{worst[1]}); "
+                      f"read {now * 1000:.1f} ms vs {fresh * 1000:.1f} ms freshly compacted: {now / fresh:.2f}x",
+                      flush=True)
+                next_sample += SAMPLE_EVERY_S
+            time.sleep(max(0.0, COUNT_EVERY_S - (time.monotonic() % COUNT_EVERY_S)))
+        elapsed = time.monotonic() - run_started
+    finally:
+        writer.stop.set()
+        thread.join(timeout=60)
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    rows = compaction_rows(ms)
+    ms.close()
+    scratch.close()
+    compacted = sum(1 for e in rows if e.state.display in COMPACTED and e.partition is not None
+                    and not (e.worker_id or "").startswith("bench"))
+    ratios = [now / fresh for _, _, _, now, fresh in samples]
+    load_end = os.getloadavg()
+    print(f"  (c) {writer.commits} commits in {elapsed:.0f} s ({writer.commits / elapsed:.1f}/s, {writer.errors} "
+          f"failed); {compacted} compactions by the platform")
+    print(f"      most current deltas of any partition, counted every {COUNT_EVERY_S} s: {most} (goal <= "
+          f"{DELTA_NUM_THRESHOLD + 5}); median of the per-count maxima {sorted(counts)[len(counts) // 2]}")
+    if ratios:
+        print(f"      read vs freshly compacted, the partition with the most deltas each minute: worst "
+              f"{max(ratios):.2f}x, median {sorted(ratios)[len(ratios) // 2]:.2f}x (goal <= 1.3x throughout)")
+    print(f"      load average: {load_start[0]:.2f} at the start, {load_end[0]:.2f} at the end (1 min)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--tables", type=int, default=4)
     parser.add_argument("--deltas", type=int, default=11)
     parser.add_argument("--keep", help="keep the platform's home here (logs, SHOW COMPACTIONS) instead of a temp dir")
+    parser.add_argument("--steady", action="store_true", help="run the steady-state part (c) instead of (a) and (b)")
+    parser.add_argument("--steady-partitions", type=int, default=200)
+    parser.add_argument("--base-rows", type=int, default=300_000)
+    parser.add_argument("--rate", type=float, default=10.0, help="commits a second, all partitions together")
+    parser.add_argument("--minutes", type=float, default=10.0)
     args = parser.parse_args()
 
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    if args.steady:
+        try:
+            return steady(args, base)
+        finally:
+            if not args.keep:
+                shutil.rmtree(base, ignore_errors=True)
     home, template = base / "home", base / "template"
     env = platform_env(home, free_port())
     load_start = os.getloadavg()
