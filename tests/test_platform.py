@@ -172,6 +172,8 @@ def test_settings_name_the_airflow_pool_of_each_compaction_pool(tmp_path):
     airflow_env = platform_environment(settings, env)
     assert airflow_env["ACID_COMPACTION_POOLS"] == "etl:4, hot"  # the DAG processor makes acid_worker_<name> of it
     assert airflow_env["AIRFLOW__CORE__PARALLELISM"] == str(2 + 4 + 2 + 4)
+    assert airflow_env["ACID_WORKER_THREADS"] == "2"  # acid_worker starts as many workers a run
+    assert settings.demo_writer and not load_settings({**env, "ACID_DEMO_WRITER": "off"}).demo_writer
 
 
 def test_the_metastore_password_reaches_the_platform_apart_from_its_url(tmp_path):
@@ -277,6 +279,7 @@ def test_port_in_use_exits_2_naming_the_port(tmp_path):
     ("ACID_WORKER_THREADS", "two", "ACID_WORKER_THREADS='two' is not a whole number"),
     ("ACID_INITIATOR_INTERVAL_SECONDS", "soon", "ACID_INITIATOR_INTERVAL_SECONDS='soon' is not a whole number"),
     ("ACID_COMPACTION_POOLS", "etl pool:2", "ACID_COMPACTION_POOLS: compaction pool name 'etl pool' is not valid"),
+    ("ACID_DEMO_WRITER", "maybe", "ACID_DEMO_WRITER must be on or off, got 'maybe'"),
 ])
 def test_bad_numbers_exit_2(tmp_path, variable, value, message):
     result = launcher(env=clean_environment(tmp_path / "home", **{variable: value,
