@@ -78,6 +78,7 @@ class AcidCompactionBatchOperator(AcidCompactionOperator):
             while remaining > 0 and time.monotonic() < deadline:
                 head, job_conf = run.next_head(selection, base_conf)
                 if head is None:
+                    stopped = "queue empty"
                     break
                 if job_conf is None:  # its settings cannot be used anywhere: recorded failed, the next one
                     remaining = int(self.max_compactions) - run.ran

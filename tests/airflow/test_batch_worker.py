@@ -174,3 +174,28 @@ def test_a_failing_compaction_fails_the_task_by_name_and_its_neighbours_compact(
     assert [(s["compaction_id"], s["state"]) for s in batch["compactions"]] == [
         (ids[0], "ready for cleaning"), (ids[1], "failed"), (ids[2], "ready for cleaning")]
     assert batch["compactions"][1]["message"].startswith(f"compaction {ids[1]} failed: ")
+
+
+def test_an_entry_whose_settings_cannot_be_used_is_recorded_failed_and_starts_no_application(
+        acid_connection, make_ms, dagbag, recording_spark_submit):
+    from acid_core.metastore.compactions import CompactionState, CompactionType
+
+    ms = make_ms()
+    _table(ms, "t", ["d1"])
+    compaction_id = ms.compactions.enqueue("default", "t", "ds=d1", CompactionType.MAJOR).compaction_id
+    # a value no launcher can use, written behind the catalog's checks (as an older version or another tool could)
+    import sqlalchemy as sa
+
+    from acid_core.metastore import schema
+
+    table_id = ms.db.run("find the table", lambda conn: conn.execute(
+        sa.select(schema.tbls.c.TBL_ID).where(schema.tbls.c.TBL_NAME == "t")).scalar_one(), write=False)
+    ms.db.run("write a bad property", lambda conn: conn.execute(schema.table_params.insert().values(
+        TBL_ID=table_id, PARAM_KEY="compactor.spark.executor.pyspark.memory", PARAM_VALUE="lots")))
+
+    run = dagbag.get_dag("acid_worker").test(run_conf=WORKER)
+
+    assert run.state == "failed" and task_states(run)["compact[0]"] == "failed"
+    entry = ms.compactions.get(compaction_id)
+    assert entry.state is CompactionState.FAILED and "pyspark.memory" in entry.error_message
+    assert recording_spark_submit.commands() == []  # no application was started for it
