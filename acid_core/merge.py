@@ -213,6 +213,41 @@ def conform_columns(table: pa.Table, names: Sequence[str], source: str) -> pa.Ta
     return pa.Table.from_arrays(columns + keys, names=list(names) + [n for n in KEY_COLUMNS if n in table.column_names])
 
 
+PARALLEL_UNIT_BYTES = 1 << 20  # on a local disk, units of files at least this big are read on threads
+
+
+def _read_units(fs: FileSystem, plan: ReadPlan, reader: "SnapshotReader", units: list, threads: int) -> list:
+    """Every unit read, in order: on `threads` threads of the process's I/O pool where that pays (a remote
+    filesystem; on a local disk the stripes of multi-stripe files and files of PARALLEL_UNIT_BYTES or more), the
+    rest here: a small delta's read is a fraction of a millisecond, less than handing it to a thread (a busy
+    machine makes each hand-over cost a scheduling slice)."""
+    if fs.io_threads > 1:
+        parallel = list(range(len(units)))
+    else:
+        sizes = _file_sizes(plan)
+        parallel = [index for index, (source, stripe) in enumerate(units)
+                    if stripe is not None or sizes.get(source.path, PARALLEL_UNIT_BYTES) >= PARALLEL_UNIT_BYTES]
+    if len(parallel) < 2:
+        parallel = []
+    tables: list = [None] * len(units)
+    for index, table in zip(parallel, concurrently(reader.read, [units[i] for i in parallel], threads=threads)):
+        tables[index] = table
+    chosen = set(parallel)
+    for index, unit in enumerate(units):
+        if index not in chosen:
+            tables[index] = reader.read(unit)
+    return tables
+
+
+def _file_sizes(plan: ReadPlan) -> dict[str, int]:
+    """Bytes of the plan's data files by path, from the partition's listing (no further I/O)."""
+    state = plan.state
+    if state is None or state.listing is None:
+        return {}
+    names = ([state.base.name] if state.base is not None else []) + [delta.name for delta in state.deltas]
+    return {child.path: child.size for name in names for child in state.listing.children(name) if not child.is_dir}
+
+
 def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, include_row_id: bool = False,
               order_by_row_id: bool = False, column_names: Sequence[str] | None = None,
               max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, threads: int = 2) -> pa.Table:
@@ -221,7 +256,7 @@ def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, in
     reader = SnapshotReader(fs, plan, write_ids, with_keys=with_keys,
                              max_delete_events_in_memory=max_delete_events_in_memory)
     units = reader.units()
-    tables = concurrently(reader.read, units, threads=threads)  # the process's I/O pool: no thread start per read
+    tables = _read_units(fs, plan, reader, units, threads)
     pairs = [(t, source.path) for t, (source, _) in zip(tables, units) if t is not None]
     names = list(column_names) if column_names else _column_names(pairs)
     if not pairs:
