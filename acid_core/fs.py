@@ -48,15 +48,17 @@ def _wrap(action: str, path: str, exc: Exception) -> FileSystemError:
     return FileSystemError(f"cannot {action} {path!r}: {exc}")
 
 
-def concurrently(function: Callable[[_Item], _Result], items: Sequence[_Item], *, threads: int) -> list[_Result]:
+def concurrently(function: Callable[[_Item], _Result], items: Sequence[_Item], *, threads: int,
+                 inline_below: int = 4) -> list[_Result]:
     """`[function(item) for item in items]`, run on at most `threads` threads (pyarrow's calls release the GIL while
     they wait on the filesystem). Items go in a few contiguous chunks per thread, not one task each, so the pool costs
     a few tasks per thread whatever the count; the first exception (in item order) is raised.
 
-    Cost: time of the items divided by about `threads`; memory: the results.
+    Fewer than `inline_below` items run here, in order. Cost: time of the items divided by about `threads`;
+    memory: the results.
     """
     workers = max(1, min(threads, len(items), MAX_IO_THREADS))
-    if workers == 1 or len(items) < 4 or threading.current_thread().name.startswith(_POOL_PREFIX):
+    if workers == 1 or len(items) < inline_below or threading.current_thread().name.startswith(_POOL_PREFIX):
         return [function(item) for item in items]  # (inside the pool: inline, so a task never waits on the pool)
     size = -(-len(items) // (workers * 4))
     chunks = [items[start:start + size] for start in range(0, len(items), size)]

@@ -217,25 +217,25 @@ PARALLEL_UNIT_BYTES = 1 << 20  # on a local disk, units of files at least this b
 
 
 def _read_units(fs: FileSystem, plan: ReadPlan, reader: "SnapshotReader", units: list, threads: int) -> list:
-    """Every unit read, in order: on `threads` threads of the process's I/O pool where that pays (a remote
-    filesystem; on a local disk the stripes of multi-stripe files and files of PARALLEL_UNIT_BYTES or more), the
-    rest here: a small delta's read is a fraction of a millisecond, less than handing it to a thread (a busy
-    machine makes each hand-over cost a scheduling slice)."""
+    """Every unit read, in order, on up to `threads` threads of the process's I/O pool. On a remote filesystem each
+    unit is a task; on a local disk each big unit (a stripe of a multi-stripe file, a file of PARALLEL_UNIT_BYTES or
+    more) is one and all the small ones together are one more, read in turn: a small delta's read is a fraction of
+    a millisecond, less than handing it to a thread (and a busy machine makes each hand-over cost a scheduling
+    slice), while a base and the deltas beside it still overlap."""
     if fs.io_threads > 1:
-        parallel = list(range(len(units)))
+        groups = [[index] for index in range(len(units))]
     else:
         sizes = _file_sizes(plan)
-        parallel = [index for index, (source, stripe) in enumerate(units)
-                    if stripe is not None or sizes.get(source.path, PARALLEL_UNIT_BYTES) >= PARALLEL_UNIT_BYTES]
-    if len(parallel) < 2:
-        parallel = []
+        big = [stripe is not None or sizes.get(source.path, PARALLEL_UNIT_BYTES) >= PARALLEL_UNIT_BYTES
+               for source, stripe in units]
+        small = [index for index, is_big in enumerate(big) if not is_big]
+        groups = [[index] for index, is_big in enumerate(big) if is_big] + ([small] if small else [])
     tables: list = [None] * len(units)
-    for index, table in zip(parallel, concurrently(reader.read, [units[i] for i in parallel], threads=threads)):
-        tables[index] = table
-    chosen = set(parallel)
-    for index, unit in enumerate(units):
-        if index not in chosen:
-            tables[index] = reader.read(unit)
+    read = concurrently(lambda group: [reader.read(units[index]) for index in group], groups, threads=threads,
+                        inline_below=2)
+    for group, found in zip(groups, read):
+        for index, table in zip(group, found):
+            tables[index] = table
     return tables
 
 
