@@ -45,6 +45,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_history.py
 	$(BIN)/python bench/bench_scale.py
 	$(BIN)/python bench/bench_s3.py
+	$(BIN)/python bench/bench_fleet.py
+	$(BIN)/python bench/bench_fleet.py --steady
 
 clean:
 	rm -rf $(VENV) $(ACID_HOME)

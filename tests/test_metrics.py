@@ -106,12 +106,22 @@ def test_worker_reports_events_and_bytes_and_the_cleaner_bytes_removed(ms):
 
 
 def test_initiator_gauges_count_due_and_failed_partitions():
-    from types import SimpleNamespace as Decision
+    from acid_core.compaction.candidates import Candidate
+    from acid_core.compaction.initiator import (WHY, WHY_BELOW_THRESHOLD, WHY_BUDGET_SPENT, WHY_FAILED_THRESHOLD,
+                                                Decision)
 
-    decisions = [Decision(compaction_type=CompactionType.MAJOR, reason="11 deltas > delta.num.threshold 10"),
-                 Decision(compaction_type=None, reason="compaction is not initiated since the last 2 consecutive "
-                                                       "compaction attempts failed (...)"),
-                 Decision(compaction_type=None, reason="3 deltas <= delta.num.threshold 10")]
-    assert initiator_gauges(decisions) == {"acid.initiator_partitions_due": 1,
-                                           "acid.initiator_partitions_over_failed_threshold": 1,
-                                           "acid.initiator_candidates": 3}
+    candidate = Candidate("default", "t", None)
+    decisions = [Decision(candidate, CompactionType.MAJOR, "11 deltas > delta.num.threshold 10"),
+                 Decision(candidate, CompactionType.MINOR, "budget spent: ...", why=WHY_BUDGET_SPENT),
+                 Decision(candidate, None, "compaction is not initiated since the last 2 consecutive compaction "
+                                           "attempts failed (...)", why=WHY_FAILED_THRESHOLD),
+                 Decision(candidate, None, "3 deltas <= delta.num.threshold 10", why=WHY_BELOW_THRESHOLD)]
+    gauges = initiator_gauges(decisions)
+    assert {name: value for name, value in gauges.items() if not name.startswith("acid.initiator_partitions_") or
+            name in ("acid.initiator_partitions_due", "acid.initiator_partitions_over_failed_threshold")} == {
+        "acid.initiator_partitions_due": 2, "acid.initiator_partitions_over_failed_threshold": 1,
+        "acid.initiator_candidates": 4}
+    assert {name.removeprefix("acid.initiator_partitions_"): value for name, value in gauges.items()
+            if value and name.removeprefix("acid.initiator_partitions_").replace("_", " ") in WHY} == {
+        "queued": 1, "budget_spent": 1, "failed_threshold": 1, "below_threshold": 1}
+    assert all(f"acid.initiator_partitions_{why.replace(' ', '_')}" in gauges for why in WHY)

@@ -156,7 +156,8 @@ def test_acid_view_in_airflow_shows_the_queue_and_health_and_compacts_now(tmp_pa
                     expect(row.nth(3)).to_have_text(str(health.delete_deltas))
                 first = view.locator("#health-table tr[data-partition='ds=2026-01-01'] td")
                 expect(first.nth(2)).to_have_text("3")
-                expect(first.nth(7)).to_have_text(f"{ids['queued']} (initiated)")
+                expect(first.nth(7)).to_contain_text(f"waiting for a slot: compaction {ids['queued']} waits")
+                expect(first.nth(8)).to_have_text(f"{ids['queued']} (initiated)")
                 expect(view.locator("#health-summary")).to_contain_text(
                     "hive.compactor.delta.num.threshold = 2 (table property")
                 page.screenshot(path=str(artifacts / "2-health.png"), full_page=True)
