@@ -118,6 +118,11 @@ def drop_table(session: Session, statement: ast.DropTable) -> None:
     if statement.if_exists and name not in catalog.list_tables(database):
         session.say("OK")
         return
+    if name in catalog.list_tables(database):
+        inside = catalog.tables_within(catalog.get_table(database, name).location, other_than=(database, name))
+        if inside:  # moving or deleting its directory would take their files
+            raise MetastoreError(f"cannot drop {database}.{name}: the location of table {inside[0]} lies inside "
+                                 "it; drop or move that table first")
     locks = session.metastore.locks
     lock_id = locks.acquire([LockComponent(database, name, None, LockType.EXCLUSIVE)], timeout_ms=10_000,
                             agent_info="acid sql DROP TABLE")

@@ -55,6 +55,25 @@ def _absolute_location(location: str, what: str) -> str:
     return location.rstrip("/") if len(location) > 1 and not location.endswith("://") else location
 
 
+def _ancestors(location: str) -> list[str]:
+    """`location` and each directory above it (`/a/b` -> `/a/b`, `/a`, `/`; `s3://w/t` -> `s3://w/t`, `s3://w`)."""
+    scheme, sep, rest = location.partition("://")
+    prefix, path = (scheme + sep, rest) if sep else ("", location)
+    found = []
+    while path:
+        found.append(prefix + path)
+        parent = posixpath.dirname(path.rstrip("/"))
+        if not parent or parent == path or (sep and "/" not in path):
+            break
+        path = parent
+    return found
+
+
+def _below(location: str) -> str:
+    """The prefix every location inside `location` starts with."""
+    return location if location.endswith("/") else location + "/"
+
+
 @dataclass(frozen=True, slots=True)
 class DatabaseInfo:
     name: str
@@ -348,6 +367,7 @@ class Catalog:
                 raise AlreadyExistsError(f"table {database}.{name} already exists")
             where = _absolute_location(location or posixpath.join(db_row.DB_LOCATION_URI, name),
                                        f"table {database}.{name}")
+            self._check_location_free(conn, where, f"table {database}.{name}", own=(database, name))
             table_id = self._next(conn, "TBLS")
             conn.execute(s.tbls.insert().values(TBL_ID=table_id, DB_ID=db_row.DB_ID, TBL_NAME=name, LOCATION=where,
                                                 NUM_BUCKETS=num_buckets if buckets else -1,
@@ -426,6 +446,45 @@ class Catalog:
                                      .order_by(s.tbls.c.TBL_NAME)).scalars())
 
         return self.db.run(f"list tables of {database}", read)
+
+    def _check_location_free(self, conn: Connection, where: str, what: str, *, own: tuple[str, str]) -> None:
+        """A table's location must be its own: not the location of another table, not inside one and not around
+        one (dropping either would take the other's files), and neither a database's directory, the warehouse root,
+        nor above them. Tables inside a database's directory are the usual case. `own` (database, table): the table
+        being created, which a concurrent CREATE may have recorded meanwhile (the caller reports a duplicate).
+
+        Raises:
+            MetastoreError: naming the other owner; nothing is created.
+        """
+        t, d = s.tbls.c, s.dbs.c
+        other = conn.execute(sa.select(d.NAME, t.TBL_NAME, t.LOCATION).join(s.dbs, d.DB_ID == t.DB_ID).where(
+            sa.or_(t.LOCATION.in_(_ancestors(where)), t.LOCATION.startswith(_below(where), autoescape=True)),
+            sa.not_(sa.and_(d.NAME == own[0], t.TBL_NAME == own[1])))  # the same table created meanwhile: a duplicate
+            .order_by(t.TBL_ID).limit(1)).first()
+        if other is not None:
+            how = "is" if other.LOCATION == where else ("is inside" if where.startswith(_below(other.LOCATION))
+                                                       else "contains")
+            raise MetastoreError(f"{what}: location {where!r} {how} the location of table {other.NAME}."
+                                 f"{other.TBL_NAME} ({other.LOCATION}); give the table a location of its own")
+        owner = conn.execute(sa.select(d.NAME, d.DB_LOCATION_URI).where(sa.or_(
+            d.DB_LOCATION_URI == where, d.DB_LOCATION_URI.startswith(_below(where), autoescape=True)))
+            .order_by(d.DB_ID).limit(1)).first()
+        if owner is not None or where in _ancestors(self.warehouse):
+            whose = (f"the directory of database {owner.NAME} ({owner.DB_LOCATION_URI})" if owner is not None
+                     else f"the warehouse root ({self.warehouse})")
+            how = "is" if owner is not None and owner.DB_LOCATION_URI == where or where == self.warehouse \
+                else "contains"
+            raise MetastoreError(f"{what}: location {where!r} {how} {whose}; give the table a location of its own")
+
+    def tables_within(self, location: str, *, other_than: tuple[str, str]) -> list[str]:
+        """`db.table (location)` of the tables other than `other_than` whose location is `location` or inside it:
+        what removing `location` would take from them."""
+        t, d = s.tbls.c, s.dbs.c
+        query = (sa.select(d.NAME, t.TBL_NAME, t.LOCATION).join(s.dbs, d.DB_ID == t.DB_ID).where(
+            sa.or_(t.LOCATION == location, t.LOCATION.startswith(_below(location), autoescape=True)),
+            sa.not_(sa.and_(d.NAME == other_than[0], t.TBL_NAME == other_than[1]))).order_by(t.TBL_ID).limit(20))
+        return self.db.run("find tables inside a location", lambda conn: [
+            f"{row.NAME}.{row.TBL_NAME} ({row.LOCATION})" for row in conn.execute(query).all()], write=False)
 
     def list_all_tables(self) -> list[TableInfo]:
         def read(conn: Connection) -> list[TableInfo]:
