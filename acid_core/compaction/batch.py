@@ -28,6 +28,9 @@ from acid_core.metastore import Metastore
 from acid_core.compaction.codes import CompactionType
 from acid_core.metastore.compactions import CompactionInfo
 
+# At most this many compactions share a Spark job (a big cluster's slots would otherwise claim hundreds at once,
+# all put back should the application die)
+MAX_GROUP = 8
 # The reasons a batch ends (BatchEnd.reason)
 QUEUE_EMPTY = "queue empty"
 LIMIT_REACHED = "limit reached"
@@ -104,7 +107,7 @@ class BatchWorker:
             caller can log and count while the batch runs.
         clock: seconds, monotonic.
         group_size: how many consecutive queued compactions of one table may run together (default: the runner's
-            `parallelism` if it has `run_group`, else 1).
+            `parallelism`, at most MAX_GROUP, if it has `run_group`; else 1).
     """
 
     def __init__(self, metastore: Metastore, *, worker_id: str, runner: Runner, selection: QueueSelection,
@@ -122,8 +125,8 @@ class BatchWorker:
         self.clock = clock
         # up to this many consecutive entries of one table share a run of the runner (one Spark job filling its
         # slots: a small partition is one task); 1 with a runner that runs one plan at a time
-        self.group_size = (max(1, int(getattr(runner, "parallelism", 1))) if group_size is None else group_size) \
-            if hasattr(runner, "run_group") else 1
+        self.group_size = (min(MAX_GROUP, max(1, int(getattr(runner, "parallelism", 1)))) if group_size is None
+                           else group_size) if hasattr(runner, "run_group") else 1
 
     def run(self, *, max_compactions: int, max_seconds: float) -> BatchEnd:
         """Pull and run compactions until one of the stop conditions; returns why it stopped.
