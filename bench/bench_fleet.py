@@ -81,29 +81,37 @@ def metastore_of(home: Path):
     return Metastore(f"sqlite:///{home / 'warehouse' / 'metastore.db'}", warehouse=str(home / "warehouse"))
 
 
+def create_partitioned(ms, name: str, days: list[str]) -> list[str]:
+    """ACID table `fleet.<name>` (id, payload) partitioned by `ds`, with partitions `days`; their names."""
+    ms.catalog.create_table(FLEET_DB, name, [("id", "bigint"), ("payload", "string")],
+                            partition_keys=[("ds", "string")], params={"transactional": "true"})
+    return [ms.catalog.add_partition(FLEET_DB, name, {"ds": day}).name for day in days]
+
+
+def commit_insert(ms, database: str, table: str, rows_by_partition: list[tuple[dict | None, list]]) -> None:
+    """One committed insert transaction through the one write door (`TableWrite`: write id, staging record, lock,
+    components, publish, commit), writing each (partition spec, rows) pair."""
+    from acid_core.table_write import TableWrite
+
+    with TableWrite.open(ms, database, table, agent_info="bench_fleet") as write:
+        for spec, rows in rows_by_partition:
+            write.insert(rows, partition=spec)
+
+
 def build_fleet(ms, *, partitions: int, tables: int, deltas: int) -> list[tuple[str, str]]:
     """T tables with K partitions in all, `deltas` committed insert deltas each; returns (table, partition) pairs."""
-    from acid_core.metastore.txns import Operation
-    from acid_core.writer import EmbeddedWriter
 
     ms.catalog.create_database(FLEET_DB, if_not_exists=True)
     pairs = []
     for number in range(tables):
         name = f"t{number}"
-        info = ms.catalog.create_table(FLEET_DB, name, [("id", "bigint"), ("payload", "string")],
-                                       partition_keys=[("ds", "string")], params={"transactional": "true"})
         days = [f"p{index:05d}" for index in range(number, partitions, tables)]
-        names = [ms.catalog.add_partition(FLEET_DB, name, {"ds": day}).name for day in days]
+        names = create_partitioned(ms, name, days)
         pairs += [(name, part) for part in names]
-        writer = EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"])
         for delta in range(deltas):
-            txn_id = ms.txns.open_txn()
-            write_id = ms.txns.allocate_write_ids([txn_id], FLEET_DB, name)[txn_id]
-            ms.txns.add_components(txn_id, FLEET_DB, name, names, Operation.INSERT)
-            for day in days:
-                rows = [(delta * 1000 + row, f"{day}-{delta}-{row}") for row in range(ROWS_PER_DELTA)]
-                writer.insert(rows, write_id=write_id, partition={"ds": day})
-            ms.txns.commit(txn_id)
+            commit_insert(ms, FLEET_DB, name, [
+                ({"ds": day}, [(delta * 1000 + row, f"{day}-{delta}-{row}") for row in range(ROWS_PER_DELTA)])
+                for day in days])
     return pairs
 
 
@@ -228,26 +236,17 @@ def build_steady(ms, *, partitions: int, base_rows: int) -> list[tuple[str, str,
     from acid_core.compaction.cleaner import clean
     from acid_core.compaction.worker import CompactionWorker
     from acid_core.metastore.compactions import CompactionType
-    from acid_core.metastore.txns import Operation
-    from acid_core.writer import EmbeddedWriter
 
     ms.catalog.create_database(FLEET_DB, if_not_exists=True)
     found = []
     for number in range(STEADY_TABLES):
         name = f"s{number}"
-        info = ms.catalog.create_table(FLEET_DB, name, [("id", "bigint"), ("payload", "string")],
-                                       partition_keys=[("ds", "string")], params={"transactional": "true"})
         days = [f"p{index:04d}" for index in range(number, partitions, STEADY_TABLES)]
-        names = [ms.catalog.add_partition(FLEET_DB, name, {"ds": day}).name for day in days]
-        writer = EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"])
+        names = create_partitioned(ms, name, days)
         for half in range(2):  # two deltas: a major compaction of a single delta is refused (Hive's rule)
-            txn_id = ms.txns.open_txn()
-            write_id = ms.txns.allocate_write_ids([txn_id], FLEET_DB, name)[txn_id]
-            ms.txns.add_components(txn_id, FLEET_DB, name, names, Operation.INSERT)
-            for day in days:
-                writer.insert([(row, f"{day}-{row:09d}-payload") for row in range(half, base_rows, 2)],
-                              write_id=write_id, partition={"ds": day})
-            ms.txns.commit(txn_id)
+            commit_insert(ms, FLEET_DB, name, [
+                ({"ds": day}, [(row, f"{day}-{row:09d}-payload") for row in range(half, base_rows, 2)])
+                for day in days])
         found += [(name, part, {"ds": day}) for part, day in zip(names, days)]
     worker = CompactionWorker(ms, worker_id="bench-setup")
     for name, part, _ in found:
@@ -267,27 +266,17 @@ class SteadyWriter:
 
     def run(self) -> None:
         from acid_core.errors import AcidError
-        from acid_core.metastore.txns import Operation
-        from acid_core.writer import EmbeddedWriter
 
         ms = metastore_of(self.home)
-        writers = {}
         due = time.monotonic()
         index = 0
         while not self.stop.is_set():
             due += 1 / self.rate
             name, part, spec = self.partitions[index % len(self.partitions)]
             index += 1
-            if name not in writers:
-                info = ms.catalog.get_table(FLEET_DB, name)
-                writers[name] = EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"])
             try:
-                txn_id = ms.txns.open_txn()
-                write_id = ms.txns.allocate_write_ids([txn_id], FLEET_DB, name)[txn_id]
-                ms.txns.add_components(txn_id, FLEET_DB, name, [part], Operation.INSERT)
-                writers[name].insert([(10**12 + index * 10 + row, f"streamed-{index}-{row}") for row in range(10)],
-                                     write_id=write_id, partition=spec)
-                ms.txns.commit(txn_id)
+                commit_insert(ms, FLEET_DB, name, [
+                    (spec, [(10**12 + index * 10 + row, f"streamed-{index}-{row}") for row in range(10)])])
                 self.commits += 1
             except AcidError:
                 self.errors += 1
@@ -318,9 +307,7 @@ def read_ratio(ms, scratch, name: str, part: str, sample: int) -> tuple[float, f
     best of READS reads, the two read in turn so both see the same load."""
     from acid_core.compaction.worker import CompactionWorker
     from acid_core.metastore.compactions import CompactionType
-    from acid_core.metastore.txns import Operation
     from acid_core.state import get_acid_state
-    from acid_core.writer import EmbeddedWriter
 
     full = f"{FLEET_DB}.{name}"
     snapshot = ms.txns.snapshot([full])
@@ -332,11 +319,7 @@ def read_ratio(ms, scratch, name: str, part: str, sample: int) -> tuple[float, f
                                         params={"transactional": "true"})
     values = list(zip(rows.column(0).to_pylist(), rows.column(1).to_pylist()))
     for half in range(2):
-        txn_id = scratch.txns.open_txn()
-        write_id = scratch.txns.allocate_write_ids([txn_id], "default", fresh_name)[txn_id]
-        scratch.txns.add_components(txn_id, "default", fresh_name, [None], Operation.INSERT)
-        EmbeddedWriter(info.location, columns=info.columns).insert(values[half::2], write_id=write_id)
-        scratch.txns.commit(txn_id)
+        commit_insert(scratch, "default", fresh_name, [(None, values[half::2])])
     compaction_id = scratch.compactions.enqueue("default", fresh_name, None, CompactionType.MAJOR).compaction_id
     CompactionWorker(scratch, worker_id="bench-fresh").run(compaction_id)
     fresh_snapshot = scratch.txns.snapshot([f"default.{fresh_name}"])

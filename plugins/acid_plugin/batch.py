@@ -26,7 +26,8 @@ import threading
 import time
 from typing import Any, Sequence
 
-from acid_plugin.operators import AcidCompactionOperator, _worker_id, compact_job_path, quiet_driver_java_options
+from acid_plugin.operators import (AcidCompactionOperator, _summary, _worker_id, compact_job_path,
+                                   quiet_driver_java_options)
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
@@ -349,11 +350,6 @@ def _id_ranges(ids: list[int]) -> str:
     if start is not None:
         parts.append(str(start) if start == previous else f"{start}-{previous}")
     return ", ".join(parts)
-
-
-def _summary(entry, message: str) -> dict:
-    return {"compaction_id": entry.id, "table": f"{entry.database}.{entry.table}", "partition": entry.partition,
-            "type": entry.type.display, "state": entry.state.display, "message": message}
 
 
 def _describe_batch_events(context, outlets, compacted) -> None:
