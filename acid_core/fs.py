@@ -63,6 +63,7 @@ def concurrently(function: Callable[[_Item], _Result], items: Sequence[_Item], *
     size = -(-len(items) // (workers * 4))
     chunks = [items[start:start + size] for start in range(0, len(items), size)]
     results: list = [None] * len(chunks)
+    errors: dict[int, Exception] = {}
     following = iter(range(len(chunks)))
     taking = threading.Lock()
 
@@ -72,18 +73,15 @@ def concurrently(function: Callable[[_Item], _Result], items: Sequence[_Item], *
                 index = next(following, None)
             if index is None:
                 return
-            results[index] = [function(item) for item in chunks[index]]
+            try:
+                results[index] = [function(item) for item in chunks[index]]
+            except Exception as exc:
+                errors[index] = exc
 
-    futures = [_io_pool().submit(worker) for _ in range(workers)]
-    errors = [future.exception() for future in futures]
-    failed = [index for index, found in enumerate(results) if found is None]
-    if failed:  # the first exception in item order: re-run the first chunk that did not finish, here
-        first = next(error for error in errors if error is not None)
-        try:
-            results[failed[0]] = [function(item) for item in chunks[failed[0]]]
-        except Exception as exc:
-            raise exc from None
-        raise first
+    for future in [_io_pool().submit(worker) for _ in range(workers)]:
+        future.result()
+    if errors:
+        raise errors[min(errors)]  # the first in item order
     return [result for chunk in results for result in chunk]
 
 

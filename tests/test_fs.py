@@ -46,3 +46,24 @@ def test_paths_outside_the_table_are_refused(path):
 
 def test_paths_inside_the_table_are_normalised():
     assert ensure_inside("/w/t", "/w/t/p=1/./delta_1_1") == "/w/t/p=1/delta_1_1"
+
+
+def test_concurrently_keeps_order_raises_the_first_failure_in_item_order_and_runs_each_item_once():
+    import threading
+
+    from acid_core.fs import concurrently
+
+    calls: list[int] = []
+    lock = threading.Lock()
+
+    def square(item: int) -> int:
+        with lock:
+            calls.append(item)
+        if item in (7, 30):
+            raise ValueError(f"item {item}")
+        return item * item
+
+    assert concurrently(lambda item: item * item, list(range(40)), threads=4) == [i * i for i in range(40)]
+    with pytest.raises(ValueError, match="item 7"):
+        concurrently(square, list(range(40)), threads=4)
+    assert sorted(calls) == sorted(set(calls))  # nothing ran twice
