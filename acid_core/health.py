@@ -38,6 +38,7 @@ from acid_core.validity import ValidTxnList
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
 # "Why is this partition not compacted (yet)": the initiator's words (Decision.why), plus what only the queue knows.
+MAX_AHEAD = 1000  # entries counted ahead of a waiting one (a page costs at most MAX_PAGE x this, whatever the queue)
 WHY_DUE = "due"  # over a threshold: the initiator's next poll queues it
 WHY_WAITING = "waiting for a slot"
 WHY_COMPACTING = "compacting"
@@ -220,9 +221,9 @@ def _queue(metastore: Metastore, table: TableInfo, names: list[str | None]) -> d
 
 
 def _waits(metastore: Metastore, rows: list) -> dict[int, tuple[int, bool]]:
-    """For each initiated or working entry of the page: (initiated entries of its pool ahead of it, whether its
-    compactor transaction waits for a lock). One count per initiated entry (the queue's state index), one lock
-    query for the working ones."""
+    """For each initiated or working entry of the page: (initiated entries of its pool ahead of it, counted up to
+    MAX_AHEAD + 1, whether its compactor transaction waits for a lock). One bounded count per initiated entry (the
+    queue's state index), one lock query for the working ones."""
     cq, hl = s.compaction_queue.c, s.hive_locks.c
     pool = sa.func.coalesce(cq.CQ_POOL_NAME, DEFAULT_POOL)
 
@@ -235,11 +236,12 @@ def _waits(metastore: Metastore, rows: list) -> dict[int, tuple[int, bool]]:
                       ) if txns else set()
         for row in rows:
             if row.CQ_STATE == CompactionState.INITIATED.value:
-                ahead = conn.execute(sa.select(sa.func.count()).select_from(s.compaction_queue).where(
+                before = (sa.select(cq.CQ_ID).where(
                     cq.CQ_STATE == CompactionState.INITIATED.value, pool == (row.CQ_POOL_NAME or DEFAULT_POOL),
                     sa.tuple_(cq.CQ_ENQUEUE_TIME, cq.CQ_ID) < sa.tuple_(
                         sa.literal(row.CQ_ENQUEUE_TIME or 0, sa.BigInteger),
-                        sa.literal(row.CQ_ID, sa.BigInteger)))).scalar_one()
+                        sa.literal(row.CQ_ID, sa.BigInteger))).limit(MAX_AHEAD + 1).subquery())
+                ahead = conn.execute(sa.select(sa.func.count()).select_from(before)).scalar_one()
                 found[row.CQ_ID] = (ahead, False)
             elif row.CQ_STATE == CompactionState.WORKING.value:
                 found[row.CQ_ID] = (0, row.CQ_TXN_ID in waiting)
@@ -257,8 +259,9 @@ def _why(found: PartitionHealth, history: list, queue: list, waits: dict, *, no_
         ahead, locked = waits.get(active.CQ_ID, (0, False))
         pool = active.CQ_POOL_NAME or DEFAULT_POOL
         if active.CQ_STATE == CompactionState.INITIATED.value:
+            count = f"more than {MAX_AHEAD}" if ahead > MAX_AHEAD else str(ahead)
             return {"why": WHY_WAITING, "since_ms": active.CQ_ENQUEUE_TIME, "why_detail": (
-                f"compaction {active.CQ_ID} waits for a slot of pool {pool}: {ahead} queued before it")}
+                f"compaction {active.CQ_ID} waits for a slot of pool {pool}: {count} queued before it")}
         if locked:
             return {"why": WHY_LOCKED, "since_ms": active.CQ_START, "why_detail": (
                 f"compaction {active.CQ_ID} waits for a lock on the partition (SHOW LOCKS)")}
