@@ -27,6 +27,7 @@ from acid_core.metastore.locks import LOCK_WAITING
 from acid_core.errors import AcidError, UsageError
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
+from acid_core.metastore import holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
@@ -165,6 +166,8 @@ def table_health(metastore: Metastore, database: str, table: str, *, offset: int
     queue = _queue(metastore, info, names)
     waits = _waits(metastore, [row for rows in queue.values() for row in rows])
     open_txns = [t for t in metastore.txns.show_transactions() if t.state == TXN_OPEN]
+    scopes = metastore.db.run("read what open transactions read", lambda conn: holds.scopes(
+        conn, [t.txn_id for t in open_txns]), write=False)
     leases = metastore.leases.list(info.database, info.name)
     now = metastore.db.clock.now_ms()
     partitions = []
@@ -177,7 +180,7 @@ def table_health(metastore: Metastore, database: str, table: str, *, offset: int
     for part in names:
         found = _partition_health(
             info, part, snapshot, num=num, pct=pct, history=history.get(part, []), queue=queue.get(part, []),
-            open_txns=open_txns, leases=leases, now_ms=now)
+            open_txns=open_txns, scopes=scopes, leases=leases, now_ms=now)
         partitions.append(replace(found, **_why(found, history.get(part, []), queue.get(part, []), waits,
                                                 no_auto=source, full_name=info.full_name)))
     return TableHealth(info.database, info.name, tuple(k.name for k in info.partition_keys), source is not None,
@@ -302,7 +305,8 @@ def _failures(history: list, threshold: int, now_ms: int) -> tuple[int, bool]:
 
 
 def _partition_health(table: TableInfo, partition: str | None, snapshot, *, num: int, pct: float, history: list,
-                      queue: list, open_txns: list, leases: list[dict], now_ms: int) -> PartitionHealth:
+                      queue: list, open_txns: list, scopes: dict, leases: list[dict],
+                      now_ms: int) -> PartitionHealth:
     consecutive, past = _failures(history, FAILED_THRESHOLD, now_ms)
     last = next((LastCompaction(row.CC_ID, CompactionState(row.CC_STATE).display,
                                 _type_display(row.CC_TYPE), row.CC_END) for row in history), None)
@@ -321,7 +325,7 @@ def _partition_health(table: TableInfo, partition: str | None, snapshot, *, num:
         return PartitionHealth(error=f"{type(exc).__name__}: {exc}", **common)
     held = ()
     if state.obsolete or state.aborted:
-        held = _holders(queue, open_txns, leases, now_ms, has_obsolete=bool(state.obsolete))
+        held = _holders(queue, open_txns, scopes, leases, now_ms, has_obsolete=bool(state.obsolete))
     return PartitionHealth(
         base=state.base.name if state.base else None,
         deltas=sum(1 for d in state.deltas if not d.is_delete), delete_deltas=sum(1 for d in state.deltas if d.is_delete),
@@ -333,7 +337,8 @@ def _type_display(code: str) -> str:
     return CompactionType(code).display.lower()
 
 
-def _holders(queue: list, open_txns: list, leases: list[dict], now_ms: int, *, has_obsolete: bool) -> tuple[Holder, ...]:
+def _holders(queue: list, open_txns: list, scopes: dict, leases: list[dict], now_ms: int, *,
+             has_obsolete: bool) -> tuple[Holder, ...]:
     """Why the cleaner has not removed the partition's obsolete or aborted directories yet, by the rules of
     `CompactionQueue.ready_to_clean` (Hive's findReadyToClean)."""
     ready = [row for row in queue if row.CQ_STATE == CompactionState.READY_FOR_CLEANING.value]
@@ -352,11 +357,12 @@ def _holders(queue: list, open_txns: list, leases: list[dict], now_ms: int, *, h
                                   f"{row.CQ_COMMIT_TIME + (row.CQ_RETRY_RETENTION or 0)} ms", row.CQ_ID))
         if row.CQ_NEXT_TXN_ID is not None:
             for txn in open_txns:
-                if txn.txn_id < row.CQ_NEXT_TXN_ID:
+                scope = scopes.get(txn.txn_id) or holds.TxnScope(txn.txn_id)
+                if scope.holds(row.CQ_DATABASE, row.CQ_TABLE, row.CQ_PARTITION, row.CQ_NEXT_TXN_ID):
                     holders.append(Holder("transaction", f"open transaction {txn.txn_id} ({txn.user}@{txn.host}"
                                           + (f", {txn.agent_info}" if txn.agent_info else "")
-                                          + f") started before compaction {row.CQ_ID} committed", row.CQ_ID,
-                                          txn_id=txn.txn_id))
+                                          + f") started before compaction {row.CQ_ID} committed and "
+                                          + scope.describe(), row.CQ_ID, txn_id=txn.txn_id))
         if row.CQ_TXN_ID:
             for lease in leases:
                 if not ValidTxnList.parse(lease["RL_VALID_TXNS"]).is_valid(row.CQ_TXN_ID):

@@ -18,6 +18,7 @@ from acid_core.errors import AcidError, NoSuchTxnError, TxnStateError, UsageErro
 from acid_core.fs import ensure_inside
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
+from acid_core.metastore import holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.compactions import CompactionInfo, CompactionState, HistoryRetention
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, fold_completed_components
@@ -78,8 +79,10 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
 
     1. abort transactions (and release their locks) whose heartbeat is older than hive.txn.timeout, then fail
        `ready for cleaning` compactions whose compactor transaction so ended without committing;
-    2. put `working` compactions older than `worker_timeout_ms` back to `initiated`, abort their compactor
-       transactions if still open and remove their hidden result directories (`.<name>.tmp-c<id>`), nothing else;
+    2. put `working` compactions older than `worker_timeout_ms`, or whose compactor transaction ended (timed out),
+       back to `initiated`, abort their compactor transactions if still open and remove their hidden result
+       directories (`.<name>.tmp-c<id>`), nothing else; abort compactor transactions no queue entry references
+       (`orphaned_compactor_txns`, after 30 s) and forget the tables of ended transactions (MIN_HISTORY_WRITE_ID);
        remove the staging directories (`.<name>.tmp-t<txn>`) of writes whose transaction is no longer open (not in
        Hive: a killed write's leftovers);
     3. expire reader leases not heartbeated for `lease_timeout_ms`;
@@ -102,6 +105,13 @@ def housekeep(metastore: Metastore, *, worker_timeout_ms: int = DEFAULT_WORKER_T
     timed_out = metastore.txns.perform_timeouts()
     failed = metastore.compactions.fail_abandoned()
     reverted, aborted, removed, problems = _revert_dead_workers(metastore, worker_timeout_ms)
+    for txn_id in metastore.compactions.orphaned_compactor_txns():
+        try:
+            metastore.txns.abort(txn_id)
+            aborted.append(txn_id)
+        except (TxnStateError, NoSuchTxnError):
+            pass  # its worker ended it meanwhile
+    metastore.db.run("forget the tables of ended transactions", holds.purge_ended)
     staging, staging_problems = remove_abandoned_staging(metastore)
     expired = metastore.leases.expire(lease_timeout_ms)
     purged = metastore.compactions.purge_history(history, since_ms=metastore.db.clock.now_ms() - COLLAPSE_WINDOW_MS)

@@ -83,7 +83,7 @@ class TableWrite:
         info = metastore.catalog.require_transactional(database, table)
         name = _partition_name(info, partition)
         txns = metastore.txns
-        txn_id = txns.open_txn(agent_info=agent_info)
+        txn_id = txns.open_txn(agent_info=agent_info, tables=[info.full_name])
         try:
             write_id = txns.allocate_write_ids([txn_id], info.database, info.name)[txn_id]
             txns.register_staging(txn_id, info.database, info.name, name)
@@ -104,7 +104,7 @@ class TableWrite:
         """Open `count` transactions at once with consecutive write ids (Hive's streaming TransactionBatch); each is
         locked when it begins (`lock`). They write in place (one delta for the batch), so they stage nothing."""
         txns = metastore.txns
-        txn_ids = txns.open_txns(count, agent_info=agent_info)
+        txn_ids = txns.open_txns(count, agent_info=agent_info, tables=[table.full_name])
         try:
             write_ids = txns.allocate_write_ids(txn_ids, table.database, table.name)
         except BaseException:

@@ -208,12 +208,23 @@ def test_init_upgrades_a_version_1_metastore_in_place(store):
         for name in VERSION_2_INDEXES:
             connection.exec_driver_sql(f'DROP INDEX "{name}"')
         connection.execute(schema.acid_schema_version.delete().where(schema.acid_schema_version.c.VERSION == 2))
-    assert store.init() == 2
+    assert store.init() == schema.SCHEMA_VERSION
     indexes = set()
     inspector = sa.inspect(store.db.engine)
     for table in inspector.get_table_names():
         indexes |= {index["name"] for index in inspector.get_indexes(table)}
     assert set(VERSION_2_INDEXES) <= indexes
+    assert [t.txn_id for t in store.txns.show_transactions()] == [txn_id]
+
+
+def test_init_upgrades_a_version_2_metastore_in_place(store):
+    store.init()
+    txn_id = store.txns.open_txn()
+    with store.db.engine.begin() as connection:  # what version 2 had: no MIN_HISTORY_WRITE_ID
+        connection.exec_driver_sql('DROP TABLE "MIN_HISTORY_WRITE_ID"')
+        connection.execute(schema.acid_schema_version.delete().where(schema.acid_schema_version.c.VERSION == 3))
+    assert store.init() == 3
+    assert "MIN_HISTORY_WRITE_ID" in sa.inspect(store.db.engine).get_table_names()
     assert [t.txn_id for t in store.txns.show_transactions()] == [txn_id]
 
 

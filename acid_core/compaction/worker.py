@@ -211,7 +211,9 @@ class CompactionWorker:
             if self.job_id:
                 self.metastore.compactions.set_hadoop_job_id(info.id, self.job_id, worker_id=self.worker_id)
             kind = TxnType.REBALANCE_COMPACTION if info.type is CompactionType.REBALANCE else TxnType.COMPACTION
-            attempt.txn_id = self.metastore.txns.open_txn(txn_type=kind, agent_info=f"compactor {self.worker_id}")
+            attempt.txn_id = self.metastore.compactions.open_compactor_txn(
+                info.id, self.metastore.txns, worker_id=self.worker_id, txn_type=kind,
+                agent_info=f"compactor {self.worker_id}")
             threading.Thread(target=self._heartbeat, args=(attempt.txn_id, attempt.stop), daemon=True,
                              name=f"compaction-{info.id}-heartbeat").start()
             prepared = self._prepare(info, attempt.txn_id)

@@ -22,7 +22,8 @@ from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import Catalog, check_identifier
 from acid_core.metastore.engine import Database
 from acid_core.metastore.properties import spark_conf_of
-from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation
+from acid_core.metastore import holds
+from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation, TxnStore, TxnType
 from acid_core.validity import ValidTxnList
 
 CLEANER_RETRY_RETENTION_MS = 300_000  # hive.compactor.cleaner.retry.retention.time
@@ -130,6 +131,9 @@ class HistoryRetention:
     did_not_initiate: int = 2
     refused: int = 3
     timeout_ms: int = 7 * 24 * 3600 * 1000
+
+
+ORPHAN_GRACE_MS = 30_000  # an unreferenced compactor transaction younger than this is left to its worker
 
 
 class CompactionQueue:
@@ -299,6 +303,28 @@ class CompactionQueue:
             return _from_queue(row) if row is not None else None
 
         return self.db.run("claim a compaction", claim_)
+
+    def open_compactor_txn(self, compaction_id: int, txns: TxnStore, *, worker_id: str, txn_type: TxnType,
+                           agent_info: str) -> int:
+        """Open the compactor's transaction and record it on its `working` entry in one database transaction, so no
+        compactor transaction exists that no entry references (a worker killed in between would leave one that only
+        hive.txn.timeout ends). The transaction names its table; the cleaner treats it as reading its partition only.
+
+        Raises:
+            CompactionStateError: the entry is not working, or another worker holds it now.
+        """
+        def open_(conn: Connection) -> int:
+            info = self._require(conn, compaction_id, [CompactionState.WORKING], "open a transaction for")
+            if info.worker_id != worker_id[:128]:
+                raise CompactionStateError(f"cannot open a transaction for compaction {compaction_id}: worker "
+                                           f"{info.worker_id!r} holds it now, not {worker_id!r}")
+            [txn_id] = txns.open_in(conn, 1, txn_type=txn_type, agent_info=agent_info,
+                                    tables=[(info.database, info.table)])
+            conn.execute(s.compaction_queue.update().where(s.compaction_queue.c.CQ_ID == compaction_id)
+                         .values(CQ_TXN_ID=txn_id))
+            return txn_id
+
+        return self.db.run(f"open the transaction of compaction {compaction_id}", open_)
 
     def set_compactor_txn(self, compaction_id: int, txn_id: int, highest_write_id: int, *,
                           worker_id: str | None = None) -> None:
@@ -494,8 +520,31 @@ class CompactionQueue:
             results[compaction_id] = self.db.run(f"abort compaction {compaction_id}", abort)
         return results
 
+    def orphaned_compactor_txns(self, grace_ms: int = ORPHAN_GRACE_MS) -> list[int]:
+        """Open compactor transactions that no queue entry references, older than `grace_ms`: their worker died
+        before recording them (an older worker recorded its transaction after its lock and snapshot), or the entry
+        moved on without them. One whose entry went to history in the last `grace_ms` is left to its worker.
+        Housekeeping aborts them at once instead of waiting for hive.txn.timeout."""
+        t, cq, cc = s.txns.c, s.compaction_queue.c, s.completed_compactions.c
+
+        def find(conn: Connection) -> list[int]:
+            now = self.db.clock.now_ms()
+            referenced = sa.select(cq.CQ_TXN_ID).where(cq.CQ_TXN_ID.is_not(None))
+            candidates = conn.execute(sa.select(t.TXN_ID).where(
+                t.TXN_STATE == TXN_OPEN, t.TXN_TYPE.in_((int(TxnType.COMPACTION), int(TxnType.REBALANCE_COMPACTION))),
+                t.TXN_STARTED < now - grace_ms, t.TXN_ID.not_in(referenced)).order_by(t.TXN_ID)).scalars().all()
+            if not candidates:
+                return []
+            recent = set(conn.execute(sa.select(cc.CC_TXN_ID).where(
+                cc.CC_TXN_ID.in_(candidates), cc.CC_END >= now - grace_ms)).scalars().all())
+            return [txn_id for txn_id in candidates if txn_id not in recent]
+
+        return self.db.run("find orphaned compactor transactions", find, write=False)
+
     def revert_timed_out_workers(self, timeout_ms: int) -> list[CompactionInfo]:
-        """Put back `working` entries older than hive.compactor.worker.timeout (their worker died) as `initiated`.
+        """Put back `working` entries older than hive.compactor.worker.timeout (their worker died) as `initiated`,
+        and at once those whose compactor transaction is no longer open (timed out or aborted: the worker stopped
+        heartbeating it, and could not commit its work any more).
 
         Returns the reverted entries as they were just before (worker, compactor transaction), read in the same
         database transaction as the change, so the caller aborts exactly the transactions of the attempts it put back.
@@ -504,8 +553,11 @@ class CompactionQueue:
 
         def revert(conn: Connection) -> list[CompactionInfo]:
             cutoff = self.db.clock.now_ms() - timeout_ms
+            txn_ended = sa.and_(cq.CQ_TXN_ID.is_not(None), ~sa.select(s.txns.c.TXN_ID).where(
+                s.txns.c.TXN_ID == cq.CQ_TXN_ID, s.txns.c.TXN_STATE == TXN_OPEN).exists())
             query = (sa.select(s.compaction_queue)
-                     .where(cq.CQ_STATE == CompactionState.WORKING.value, cq.CQ_START < cutoff).order_by(cq.CQ_ID))
+                     .where(cq.CQ_STATE == CompactionState.WORKING.value, sa.or_(cq.CQ_START < cutoff, txn_ended))
+                     .order_by(cq.CQ_ID))
             if self.db.dialect == "postgresql":
                 query = query.with_for_update()
             reverted = []
@@ -523,16 +575,16 @@ class CompactionQueue:
     def ready_to_clean(self, *, retention_ms: int = 0) -> list[CompactionInfo]:
         """Entries the cleaner may work on now (Hive's findReadyToClean), honouring reader leases per table.
 
-        Ready means: compacted, its retention time passed, every transaction open when it committed has finished,
-        no reader lease of its table took its snapshot before the compaction became visible, and it has the lowest
+        Ready means: compacted, its retention time passed, every transaction open when it committed that may read
+        its table has finished (Hive 4's MIN_HISTORY_WRITE_ID rule, `holds`: a transaction that named other tables
+        only does not hold it back, a compactor's holds only its own partition), no reader lease of its table took its snapshot before the compaction became visible, and it has the lowest
         highest-write-id of its partition's ready entries.
         """
         cq = s.compaction_queue.c
 
         def find(conn: Connection) -> list[CompactionInfo]:
             now = self.db.clock.now_ms()
-            min_open = conn.execute(sa.select(sa.func.min(s.txns.c.TXN_ID)).where(
-                s.txns.c.TXN_STATE == TXN_OPEN)).scalar_one_or_none()
+            held = holds.watermarks(conn)
             rows = conn.execute(sa.select(s.compaction_queue).where(
                 cq.CQ_STATE == CompactionState.READY_FOR_CLEANING.value,
                 cq.CQ_TYPE != CompactionType.ABORT_TXN_CLEANUP.value).order_by(cq.CQ_ID)).all()
@@ -554,8 +606,8 @@ class CompactionQueue:
                     continue
                 if info.txn_id is not None and info.next_txn_id is None:
                     continue  # the compactor's transaction has not committed (it may still abort)
-                if info.next_txn_id is not None and min_open is not None and info.next_txn_id > min_open:
-                    continue
+                if held.holds(info.database, info.table, info.partition, info.next_txn_id):
+                    continue  # a transaction open when it committed may read its table (`holds`)
                 if info.txn_id and any(not snapshot.is_valid(info.txn_id)
                                        for snapshot in lease_txns.get((info.database, info.table), [])):
                     continue

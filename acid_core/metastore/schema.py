@@ -16,7 +16,8 @@ def _nn(name: str, type_, *args, **kwargs) -> Column:
     return Column(name, type_, *args, nullable=False, **kwargs)
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+TXN_OPEN, TXN_ABORTED, TXN_COMMITTED = "o", "a", "c"  # TXNS.TXN_STATE
 
 acid_schema_version = _table("ACID_SCHEMA_VERSION", _nn("VERSION", Integer), _nn("APPLIED_AT", BigInteger))
 
@@ -135,6 +136,9 @@ reader_leases = _table(
     _nn("RL_TABLE", String(256)), _nn("RL_NEXT_TXN_ID", BigInteger), _nn("RL_VALID_TXNS", Text),
     _nn("RL_STARTED", BigInteger), _nn("RL_LAST_HEARTBEAT", BigInteger), _nn("RL_OWNER", String(128)),
     _nn("RL_HOST", String(128)))
+
+min_history_write_id = _table("MIN_HISTORY_WRITE_ID", _nn("MH_TXNID", BigInteger), _nn("MH_DATABASE", String(128)),
+                              _nn("MH_TABLE", String(256)), _nn("MH_WRITEID", BigInteger))
 
 
 def same_partition(column, partition):

@@ -20,10 +20,14 @@ from sqlalchemy.engine import Connection
 
 from acid_core.errors import (MetastoreError, NoSuchTxnError, TxnAbortedError, TxnStateError, WriteConflictError)
 from acid_core.metastore import schema as s
+from acid_core.metastore import holds
 from acid_core.metastore.engine import Database
+from acid_core.metastore.schema import TXN_ABORTED, TXN_COMMITTED, TXN_OPEN
 from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
 
-TXN_OPEN, TXN_ABORTED, TXN_COMMITTED = "o", "a", "c"
+__all__ = ["TXN_ABORTED", "TXN_COMMITTED", "TXN_OPEN", "Operation", "Snapshot", "StagingRecord", "TxnInfo", "TxnStore",
+           "TxnType", "fold_completed_components", "full_table_name"]
+
 DEFAULT_TXN_TIMEOUT_MS = 300_000
 DEFAULT_MAX_OPEN_BATCH = 1000
 
@@ -58,7 +62,8 @@ _COMMIT_WITHOUT_WRITES = sa.text(
     'WITH t AS (DELETE FROM "TXNS" WHERE "TXN_ID" = :txn AND "TXN_STATE" = \'o\' '
     'AND NOT EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = :txn) RETURNING "TXN_ID"), '
     'l AS (DELETE FROM "HIVE_LOCKS" WHERE "HL_TXNID" IN (SELECT "TXN_ID" FROM t)), '
-    'g AS (DELETE FROM "TXN_STAGING" WHERE "TS_TXNID" IN (SELECT "TXN_ID" FROM t)) '
+    'g AS (DELETE FROM "TXN_STAGING" WHERE "TS_TXNID" IN (SELECT "TXN_ID" FROM t)), '
+    'm AS (DELETE FROM "MIN_HISTORY_WRITE_ID" WHERE "MH_TXNID" IN (SELECT "TXN_ID" FROM t)) '
     'SELECT count(*) FROM t')
 
 
@@ -118,6 +123,11 @@ def full_table_name(database: str, table: str) -> str:
     return f"{database.lower()}.{table.lower()}"
 
 
+def _split_name(name: str) -> tuple[str, str]:
+    database, _, table = name.lower().partition(".")
+    return database, table
+
+
 class TxnStore:
     """Transactions, write ids and snapshots in the metastore database."""
 
@@ -129,8 +139,12 @@ class TxnStore:
 
     # --- opening -------------------------------------------------------------------------------------------------
     def open_txns(self, count: int = 1, *, txn_type: TxnType = TxnType.DEFAULT, agent_info: str | None = None,
-                  user: str | None = None) -> list[int]:
+                  user: str | None = None, tables: Sequence[str] = ()) -> list[int]:
         """Open `count` transactions at once (Hive's openTxns); ids are consecutive.
+
+        `tables` (`db.table`) are the tables the transactions read and write, named at once (MIN_HISTORY_WRITE_ID):
+        the cleaner then waits for them only when it cleans one of these tables (`holds`). Without `tables`, a
+        transaction holds back every table's cleaning until its first snapshot names its tables.
 
         Raises:
             MetastoreError: count is outside 1..hive.txn.max.open.batch.
@@ -138,20 +152,29 @@ class TxnStore:
         if not 1 <= count <= self.max_open_batch:
             raise MetastoreError(f"cannot open {count} transactions at once: allowed 1..{self.max_open_batch} "
                                  "(hive.txn.max.open.batch)")
+        names = [_split_name(name) for name in dict.fromkeys(tables)]
+        return self.db.run("open transactions", lambda conn: self.open_in(conn, count, txn_type=txn_type,
+                                                                           agent_info=agent_info, user=user,
+                                                                           tables=names),
+                           single_statement=self.db.dialect == "postgresql" and not names)
+
+    def open_in(self, conn: Connection, count: int, *, txn_type: TxnType = TxnType.DEFAULT,
+                agent_info: str | None = None, user: str | None = None,
+                tables: Sequence[tuple[str, str]] = ()) -> list[int]:
+        """`open_txns` inside the caller's database transaction (a compactor's claim records its transaction in the
+        same commit). `tables` are (database, table) pairs."""
         now = self.db.clock.now_ms()
         values = {"now": now, "user": (user or self.db.identity.user)[:128], "host": self.db.identity.host,
                   "agent": agent_info[:128] if agent_info else None, "type": int(txn_type), "count": count}
-
-        def open_(conn: Connection) -> list[int]:
-            if self.db.dialect == "postgresql":
-                rows = conn.execute(sa.text(
-                    'WITH n AS (UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + :count RETURNING "NTXN_NEXT") '
-                    'INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", '
-                    '"TXN_HOST", "TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE") '
-                    "SELECT g, 'o', :now, :now, :user, :host, :agent, 0, :type "
-                    'FROM n, generate_series(n."NTXN_NEXT" - :count, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID"'),
-                    values).scalars().all()
-                return sorted(rows)
+        if self.db.dialect == "postgresql":
+            ids = sorted(conn.execute(sa.text(
+                'WITH n AS (UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + :count RETURNING "NTXN_NEXT") '
+                'INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", '
+                '"TXN_HOST", "TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE") '
+                "SELECT g, 'o', :now, :now, :user, :host, :agent, 0, :type "
+                'FROM n, generate_series(n."NTXN_NEXT" - :count, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID"'),
+                values).scalars().all())
+        else:
             following = conn.execute(s.next_txn_id.update().values(NTXN_NEXT=s.next_txn_id.c.NTXN_NEXT + count)
                                      .returning(s.next_txn_id.c.NTXN_NEXT)).scalar_one()
             ids = list(range(following - count, following))
@@ -159,9 +182,16 @@ class TxnStore:
                 {"TXN_ID": i, "TXN_STATE": TXN_OPEN, "TXN_STARTED": now, "TXN_LAST_HEARTBEAT": now,
                  "TXN_USER": values["user"], "TXN_HOST": values["host"], "TXN_AGENT_INFO": values["agent"],
                  "TXN_HEARTBEAT_COUNT": 0, "TXN_TYPE": values["type"]} for i in ids])
-            return ids
-
-        return self.db.run("open transactions", open_, single_statement=self.db.dialect == "postgresql")
+        if tables:
+            nwi = s.next_write_id.c
+            rows = []
+            for database, table in tables:  # Hive's registerMinOpenWriteId: the table's next write id
+                following_write = conn.execute(sa.select(nwi.NWI_NEXT).where(
+                    nwi.NWI_DATABASE == database, nwi.NWI_TABLE == table)).scalar_one_or_none() or 1
+                rows += [{"MH_TXNID": i, "MH_DATABASE": database, "MH_TABLE": table, "MH_WRITEID": following_write}
+                         for i in ids]
+            conn.execute(s.min_history_write_id.insert(), rows)
+        return ids
 
     def open_txn(self, **options) -> int:
         return self.open_txns(1, **options)[0]
@@ -247,6 +277,7 @@ class TxnStore:
                     .where(cq.CQ_TXN_ID == txn_id)))
         conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == txn_id))
         conn.execute(s.txn_staging.delete().where(s.txn_staging.c.TS_TXNID == txn_id))
+        conn.execute(s.min_history_write_id.delete().where(s.min_history_write_id.c.MH_TXNID == txn_id))
         conn.execute(s.txns.delete().where(s.txns.c.TXN_ID == txn_id))
         return None
 
@@ -298,6 +329,7 @@ class TxnStore:
     def _abort(conn: Connection, txn_id: int) -> None:
         conn.execute(s.txns.update().where(s.txns.c.TXN_ID == txn_id).values(TXN_STATE=TXN_ABORTED))
         conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == txn_id))
+        conn.execute(s.min_history_write_id.delete().where(s.min_history_write_id.c.MH_TXNID == txn_id))
 
     def abort_txns(self, txn_ids: Iterable[int]) -> dict[int, str | None]:
         """Abort several transactions; returns, per id, None on success or the reason it was not aborted."""
@@ -452,12 +484,47 @@ class TxnStore:
 
     # --- snapshots ------------------------------------------------------------------------------------------------
     def snapshot(self, tables: Sequence[str] = (), *, current_txn: int | None = None) -> Snapshot:
-        """The ValidTxnList and the ValidWriteIdLists of `tables` (`db.table`) from one consistent read."""
-        def read(conn: Connection) -> Snapshot:
-            txns = self._valid_txns(conn, current_txn)
-            return Snapshot(txns, {name: self._valid_write_ids(conn, name, txns, current_txn) for name in tables})
+        """The ValidTxnList and the ValidWriteIdLists of `tables` (`db.table`) from one consistent read.
 
-        return self.db.run("read snapshot", read, write=False, snapshot=True)
+        With `current_txn`, the tables it has not named yet are named for it (MIN_HISTORY_WRITE_ID, with the lowest
+        write id the snapshot may read): the cleaner then waits for it only on these tables.
+
+        Raises:
+            TxnStateError: `current_txn` named other tables first and a compaction of a new one committed while it
+                was open (`holds.check_may_name`): read that table in a new transaction.
+        """
+        def read(conn: Connection) -> tuple[Snapshot, set[tuple[str, str]]]:
+            txns = self._valid_txns(conn, current_txn)
+            named = holds.named_tables(conn, current_txn) if current_txn is not None and tables else set()
+            return Snapshot(txns, {name: self._valid_write_ids(conn, name, txns, current_txn) for name in tables}), named
+
+        snapshot, named = self.db.run("read snapshot", read, write=False, snapshot=True)
+        if current_txn is not None:
+            missing = {name: ids for name, ids in snapshot.write_ids.items() if _split_name(name) not in named}
+            if missing:
+                self._name_tables(current_txn, missing)
+        return snapshot
+
+    def _name_tables(self, txn_id: int, write_ids: dict[str, ValidWriteIdList]) -> None:
+        """Record the tables an open transaction reads, with the lowest write id it may read in each (Hive 4's
+        addWriteIdsToMinHistory: the lowest open write id of its snapshot, else the high watermark + 1)."""
+        def name_(conn: Connection) -> None:
+            if conn.execute(s.txns.update().where(s.txns.c.TXN_ID == txn_id, s.txns.c.TXN_STATE == TXN_OPEN)
+                            .values(TXN_STATE=TXN_OPEN)).rowcount != 1:
+                return  # it ended meanwhile: an ended transaction holds nothing back
+            named = holds.named_tables(conn, txn_id)
+            rows = []
+            for name, ids in write_ids.items():
+                database, table = _split_name(name)
+                if (database, table) in named:
+                    continue
+                holds.check_may_name(conn, txn_id, database, table, named=named, dialect=self.db.dialect)
+                lowest = ids.min_open if ids.min_open != LONG_MAX else ids.high_watermark + 1
+                rows.append({"MH_TXNID": txn_id, "MH_DATABASE": database, "MH_TABLE": table, "MH_WRITEID": lowest})
+            if rows:
+                conn.execute(s.min_history_write_id.insert(), rows)
+
+        self.db.run(f"name the tables transaction {txn_id} reads", name_)
 
     def valid_txns(self, current_txn: int | None = None) -> ValidTxnList:
         return self.snapshot((), current_txn=current_txn).txns
