@@ -13,12 +13,14 @@ own `delta_<w>_<w>` directory, whose files are complete (uploaded) before the tr
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
+import time
 from typing import Any, Iterable, Mapping, Sequence
 
 from acid_core.bucketing import bucket_function
-from acid_core.errors import AcidError, TxnStateError
+from acid_core.errors import AcidError, TxnStateError, one_line_cause
 from acid_core.fs import FileSystem
 from acid_core.locations import data_location
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, side_file_name
@@ -28,6 +30,8 @@ from acid_core.orc_events import INSERT_OPERATION, EventFileWriter
 from acid_core.rowid import encode_bucket
 from acid_core.table_write import TableWrite
 from acid_core.values import RowChecker
+
+_log = logging.getLogger("acid_core.streaming")
 
 _NEVER = 1 << 62
 
@@ -208,11 +212,23 @@ class StreamingConnection:
             self.metastore.txns.heartbeat_range(min(pending), max(pending))
 
     def _heartbeat_loop(self, interval: float) -> None:
+        """Heartbeat the open batch; failures are logged (with the time left before hive.txn.timeout) and so is
+        the recovery, and the loop goes on: the writer finds an aborted batch at its next commit."""
+        timeout_s = self.metastore.txns.txn_timeout_ms / 1000
+        renewed, failing = time.monotonic(), False
         while not self._stop.wait(interval):
             try:
                 self.heartbeat()
-            except AcidError:
+            except AcidError as exc:
+                failing = True
+                _log.warning("streaming %s: heartbeat failed, %.0f s before hive.txn.timeout: %s", self.table.full_name,
+                             max(0.0, timeout_s - (time.monotonic() - renewed)), one_line_cause(exc))
                 continue
+            if failing:
+                _log.warning("streaming %s: heartbeats renewed after %.0f s", self.table.full_name,
+                             time.monotonic() - renewed)
+                failing = False
+            renewed = time.monotonic()
 
     def _require_current(self) -> TableWrite:
         self._check_usable()

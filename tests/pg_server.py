@@ -162,6 +162,21 @@ class PostgresServer:
             self.port = None
             self._stop_watchdog()
 
+    def halt(self) -> None:
+        """Stop the server as an operator's restart does (fast shutdown: sessions are ended, committed data kept); the
+        data directory and the port stay for `resume`."""
+        if self.temp_dir is None:
+            raise PostgresServerError("the PostgreSQL test server is not running")
+        self._run("pg_ctl", "stop", "--pgdata", str(self.data_dir), "--mode", "fast", "--wait", "--timeout", "30",
+                  "--silent")
+
+    def resume(self) -> None:
+        """Start a halted server again, on the same port and data."""
+        if self.temp_dir is None:
+            raise PostgresServerError("the PostgreSQL test server was stopped for good, not halted")
+        self._run("pg_ctl", "start", "--pgdata", str(self.data_dir), "--log", str(self.log_file), "--wait",
+                  "--timeout", str(START_TIMEOUT_SECONDS), "--silent")
+
     def create_database(self, name: str) -> str:
         """Create database `name` (lower-case letters, digits, underscores) and return its SQLAlchemy URL.
 

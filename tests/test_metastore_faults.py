@@ -15,7 +15,7 @@ from acid_core.errors import (AcidError, MetastoreError, MetastoreUnavailableErr
                               NotTransactionalError, TxnAbortedError)
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema
-from acid_core.metastore.engine import Identity
+from acid_core.metastore.engine import Identity, outage_counts
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
 from pg_server import PostgresServer
@@ -47,8 +47,10 @@ def assert_still_open_and_intact(ms: Metastore, txn_id: int, before: dict[str, l
 
 # --- a connection lost mid-operation ------------------------------------------------------------------------------
 
-def test_connection_closed_under_a_commit_rolls_it_back(ms):
-    """The client's connection dies just before the commit's last statement (both databases)."""
+def test_connection_closed_under_a_commit_rolls_it_back(make_ms):
+    """The client's connection dies just before the commit's last statement (both databases), with outage retries
+    off: the commit fails as a whole."""
+    ms = make_ms(outage_seconds=0)
     txn_id = txn_with_work(ms)
     before = everything(ms)
     fired = []
@@ -84,7 +86,7 @@ def _backend_waiting_on_a_lock(admin, database: str) -> int | None:
 def test_backend_terminated_during_a_commit(postgres_url, postgres_server, clock, tmp_path):
     """pg_terminate_backend on the connection of a commit that waits on a row lock, after it has already moved the
     components: the client gets MetastoreUnavailableError and the transaction is still open with all its work."""
-    ms = Metastore(postgres_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"))
+    ms = Metastore(postgres_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"), outage_seconds=0)
     database = sa.engine.make_url(postgres_url).database
     blocker = psycopg2.connect(host="127.0.0.1", port=postgres_server.port, user="acid", dbname=database)
     admin = psycopg2.connect(host="127.0.0.1", port=postgres_server.port, user="acid", dbname="postgres")
@@ -130,9 +132,10 @@ def test_backend_terminated_during_a_commit(postgres_url, postgres_server, clock
 
 @pytest.mark.postgres
 def test_pooled_connections_killed_while_idle(postgres_url, postgres_server, clock, tmp_path):
-    """Connections ended while idle in the pool (a server restart, a proxy timeout): a read retries on a fresh
-    connection; a write fails once with MetastoreUnavailableError, having done nothing, and the next one works."""
-    ms = Metastore(postgres_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"))
+    """Connections ended while idle in the pool (a server restart, a proxy timeout), with outage retries off: a read
+    retries on a fresh connection; a write fails once with MetastoreUnavailableError, having done nothing, and the
+    next one works."""
+    ms = Metastore(postgres_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"), outage_seconds=0)
     database = sa.engine.make_url(postgres_url).database
     admin = psycopg2.connect(host="127.0.0.1", port=postgres_server.port, user="acid", dbname="postgres")
     admin.autocommit = True
@@ -168,7 +171,7 @@ def test_server_stopped_under_an_open_transaction(clock, tmp_path):
     server = PostgresServer.start_new(base_dir=None)
     try:
         url = server.create_database("faults")
-        ms = Metastore(url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"))
+        ms = Metastore(url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"), outage_seconds=0.5)
         try:
             ms.init()
             txn_id = ms.txns.open_txn()
@@ -176,11 +179,41 @@ def test_server_stopped_under_an_open_transaction(clock, tmp_path):
             for call in (lambda: ms.txns.commit(txn_id), lambda: ms.txns.open_txn(), ms.txns.show_transactions):
                 with pytest.raises(MetastoreUnavailableError) as info:
                     call()
-                assert "metastore" in str(info.value)
+                assert "metastore" in str(info.value) and "retried" in str(info.value)  # waited out 0.5 s
         finally:
             ms.close()
     finally:
         server.stop()
+
+
+def test_a_connection_lost_before_the_commit_is_retried_and_logged(ms, caplog):
+    """Outage retries on (the default): the commit whose connection died before it was sent runs again from the
+    start on a new connection, once, and the log says what failed and that it recovered."""
+    txn_id = txn_with_work(ms)
+    fired = []
+
+    def before_execute(conn, cursor, statement, parameters, context, executemany):
+        if not fired and statement.lstrip().upper().startswith("DELETE") and '"TXNS"' in statement:
+            fired.append(statement)
+            conn.connection.dbapi_connection.close()
+
+    sa.event.listen(ms.db.engine, "before_cursor_execute", before_execute)
+    before = outage_counts()
+    try:
+        with caplog.at_level("WARNING", logger="acid_core.metastore"):
+            ms.txns.commit(txn_id)
+    finally:
+        sa.event.remove(ms.db.engine, "before_cursor_execute", before_execute)
+    assert fired
+    assert ms.txns.show_transactions() == [] and ms.locks.show_locks() == []
+    with ms.db.engine.connect() as connection:  # committed exactly once
+        assert connection.execute(sa.select(sa.func.count()).select_from(schema.completed_txn_components).where(
+            schema.completed_txn_components.c.CTC_TXNID == txn_id)).scalar_one() == 1
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"commit transaction {txn_id} failed" in m for m in messages), messages
+    assert any(f"commit transaction {txn_id} succeeded after 1 retries" in m for m in messages), messages
+    after = outage_counts()
+    assert after["failures"] == before["failures"] + 1 and after["recoveries"] == before["recoveries"] + 1
 
 
 # --- unreachable and malformed URLs -------------------------------------------------------------------------------

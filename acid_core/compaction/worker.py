@@ -11,8 +11,10 @@ the retry (or the cleaner) removes. Running a compaction that already finished c
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -20,7 +22,8 @@ from acid_core.compaction.attempt import Result, before_run
 from acid_core.compaction.execute import BucketResult, join_parts, run_bucket
 from acid_core.compaction.plan import (CompactionPlan, build_plan, enough_to_compact, is_leftover_of,
                                        is_output_of_attempt)
-from acid_core.errors import AcidError, CompactionStateError, UsageError, one_line_cause
+from acid_core.errors import (AcidError, CompactionStateError, MetastoreUnavailableError, UsageError,
+                              one_line_cause)
 from acid_core.fs import FileSystem
 from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, ParsedDelta, parse_directory
@@ -38,6 +41,7 @@ from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWr
 # its tasks run at once), and a bucket of a plan with fewer buckets than that split over the idle slots (parts of at
 # least plan.MIN_PART_ROWS); local_runner has neither.
 Runner = Callable[[CompactionPlan], Sequence[BucketResult]]
+_log = logging.getLogger("acid_core.compaction")
 REFUSED_MESSAGE = "None of the compaction thresholds met, compaction request is refused!"  # Hive's text
 
 
@@ -136,6 +140,7 @@ class _Attempt:
     outcome: Outcome | None = None
     error: Exception | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    lost: str | None = None  # why its transaction can no longer commit (set by the heartbeat thread)
 
 
 class CompactionWorker:
@@ -186,6 +191,9 @@ class CompactionWorker:
             planned = [a for a in started if a.error is None and a.outcome is None]
             if planned:
                 for attempt, results in zip(planned, self._run_plans([a.prepared.plan for a in planned])):
+                    if attempt.lost is not None:  # its transaction can no longer commit
+                        self._failed(attempt, CompactionStateError(attempt.lost))
+                        continue
                     if isinstance(results, BaseException):
                         self._failed(attempt, results)
                         continue
@@ -214,7 +222,7 @@ class CompactionWorker:
             attempt.txn_id = self.metastore.compactions.open_compactor_txn(
                 info.id, self.metastore.txns, worker_id=self.worker_id, txn_type=kind,
                 agent_info=f"compactor {self.worker_id}")
-            threading.Thread(target=self._heartbeat, args=(attempt.txn_id, attempt.stop), daemon=True,
+            threading.Thread(target=self._heartbeat, args=(attempt,), daemon=True,
                              name=f"compaction-{info.id}-heartbeat").start()
             prepared = self._prepare(info, attempt.txn_id)
         except Exception as exc:
@@ -243,15 +251,51 @@ class CompactionWorker:
         attempt.stop.set()
         self._fail(attempt.info, attempt.txn_id, error)
 
-    def _heartbeat(self, txn_id: int, stop: threading.Event) -> None:
+    def _heartbeat(self, attempt: "_Attempt") -> None:
         """Keep the compactor transaction alive while tasks run (Hive's worker heartbeats too), so housekeeping does
-        not time it out under a long compaction."""
-        interval = max(1.0, self.metastore.txns.txn_timeout_ms / 1000 / 4)
-        while not stop.wait(interval):
+        not time it out under a long compaction.
+
+        A heartbeat the metastore cannot take (each call already waits out a short outage) is logged and tried again
+        every few seconds; when none has succeeded for hive.txn.timeout, or the transaction was aborted, the attempt
+        is marked lost (`_Attempt.lost`) and its running tasks are cancelled: it stops with that one-line reason
+        instead of finishing work it could no longer commit."""
+        txns = self.metastore.txns
+        timeout_s = txns.txn_timeout_ms / 1000
+        interval = max(1.0, timeout_s / 4)
+        renewed = time.monotonic()
+        failing_since: float | None = None
+        while not attempt.stop.wait(interval if failing_since is None else min(interval, 5.0)):
             try:
-                self.metastore.txns.heartbeat(txn_id)
-            except AcidError:
+                txns.heartbeat(attempt.txn_id)
+            except MetastoreUnavailableError as exc:
+                silent = time.monotonic() - renewed
+                failing_since = failing_since or time.monotonic()
+                if silent < timeout_s:
+                    _log.warning("compaction %d: heartbeat of transaction %d failed, %.0f s before hive.txn.timeout "
+                                 "(%.0f s): %s", attempt.info.id, attempt.txn_id, timeout_s - silent, timeout_s, exc)
+                    continue
+                self._lose(attempt, f"heartbeat lost: transaction {attempt.txn_id} was not renewed for "
+                                    f"{silent:.0f} s (hive.txn.timeout {timeout_s:.0f} s): {one_line_cause(exc)}")
                 return
+            except AcidError as exc:  # aborted (timed out, or by an operator) or gone: nothing can commit now
+                self._lose(attempt, f"heartbeat lost: {one_line_cause(exc)}")
+                return
+            else:
+                if failing_since is not None:
+                    _log.warning("compaction %d: heartbeat of transaction %d renewed after %.0f s of failures",
+                                 attempt.info.id, attempt.txn_id, time.monotonic() - failing_since)
+                    failing_since = None
+                renewed = time.monotonic()
+
+    def _lose(self, attempt: "_Attempt", reason: str) -> None:
+        attempt.lost = reason
+        _log.error("compaction %d: %s; stopping it", attempt.info.id, reason)
+        cancel = getattr(self.runner, "cancel", None)
+        if cancel is not None:
+            try:
+                cancel(attempt.info.id)
+            except Exception as exc:  # the tasks then run to their end and the attempt fails after them
+                _log.warning("compaction %d: could not cancel its tasks: %s", attempt.info.id, one_line_cause(exc))
 
     def _prepare(self, info: CompactionInfo, txn_id: int) -> "Outcome | _Prepared":
         """Everything before the tasks run: lock, snapshot, directory state, plan, hidden result directories. An

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from acid_core.metastore.catalog import Catalog
 from acid_core.metastore.compactions import CompactionQueue
-from acid_core.metastore.engine import Clock, Database, Identity, default_url
+from acid_core.metastore.engine import DEFAULT_OUTAGE_SECONDS, Clock, Database, Identity, default_url
 from acid_core.metastore.leases import ReaderLeases
 from acid_core.metastore.locks import LockManager
 from acid_core.metastore.txns import DEFAULT_MAX_OPEN_BATCH, DEFAULT_TXN_TIMEOUT_MS, TxnStore
@@ -29,8 +29,10 @@ class Metastore:
 
     def __init__(self, url: str | None = None, *, warehouse: str | None = None, clock: Clock | None = None,
                  identity: Identity | None = None, txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
-                 max_open_batch: int = DEFAULT_MAX_OPEN_BATCH, pool_size: int = 5) -> None:
-        self.db = Database(url or default_url(), clock=clock, identity=identity, pool_size=pool_size)
+                 max_open_batch: int = DEFAULT_MAX_OPEN_BATCH, pool_size: int = 5,
+                 outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
+        self.db = Database(url or default_url(), clock=clock, identity=identity, pool_size=pool_size,
+                           outage_seconds=outage_seconds)
         self.txns = TxnStore(self.db, txn_timeout_ms=txn_timeout_ms, max_open_batch=max_open_batch)
         self.locks = LockManager(self.db, self.txns)
         self.catalog = Catalog(self.db, warehouse or default_warehouse())

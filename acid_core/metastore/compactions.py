@@ -20,7 +20,7 @@ from acid_core.compaction.pools import DEFAULT_POOL, check_pool_name, pool_of
 from acid_core.errors import CompactionStateError, MetastoreError, UsageError
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import Catalog, check_identifier
-from acid_core.metastore.engine import Database
+from acid_core.metastore.engine import NOT_DONE, Database
 from acid_core.metastore.properties import spark_conf_of
 from acid_core.metastore import holds
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation, TxnStore, TxnType
@@ -382,7 +382,16 @@ class CompactionQueue:
             conn.execute(s.compaction_queue.update().where(s.compaction_queue.c.CQ_ID == compaction_id)
                          .values(CQ_STATE=CompactionState.READY_FOR_CLEANING.value))
 
-        self.db.run(f"mark compaction {compaction_id} compacted", mark)
+        self.db.run(f"mark compaction {compaction_id} compacted", mark,
+                    done_check=self._in_state(compaction_id, CompactionState.READY_FOR_CLEANING))
+
+    def _in_state(self, compaction_id: int, state: CompactionState):
+        """A `done_check`: a move lost in flight took effect if the entry is in its target state now."""
+        def check(conn: Connection):
+            current = self.get_in(conn, compaction_id)
+            return None if current is not None and current.state is state else NOT_DONE
+
+        return check
 
     def _to_history(self, conn: Connection, info: CompactionInfo, state: CompactionState, message: str | None) -> None:
         conn.execute(s.completed_compactions.insert().values(_history_values(info, state, self.db.clock.now_ms(), message)))
@@ -407,7 +416,8 @@ class CompactionQueue:
                     same_tc.append(tc.TC_PARTITION == info.partition)
                 conn.execute(s.txn_components.delete().where(*same_tc))
 
-        self.db.run(f"mark compaction {compaction_id} cleaned", mark)
+        self.db.run(f"mark compaction {compaction_id} cleaned", mark,
+                    done_check=self._in_state(compaction_id, CompactionState.SUCCEEDED))
 
     def fail_abandoned(self) -> list[CompactionInfo]:
         """Fail `ready for cleaning` entries whose compactor transaction ended without committing (Hive 4 fails them too).

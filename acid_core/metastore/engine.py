@@ -9,9 +9,11 @@ keep going under WAL); PostgreSQL reads that need one consistent snapshot run at
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import random
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -32,6 +34,75 @@ ENV_URL = "ACID_METASTORE_URL"
 ENV_PASSWORD = "ACID_METASTORE_PASSWORD"  # the password of ACID_METASTORE_URL's user, kept out of the URL
 _RETRYABLE_PG_CODES = {"40001", "40P01", "55P03"}
 _MAX_ATTEMPTS = 20
+# PostgreSQL going away or coming back: admin_shutdown, crash_shutdown, cannot_connect_now (starting up, shutting
+# down), and the connection_exception class
+_OUTAGE_PG_CODES = {"57P01", "57P02", "57P03", "08000", "08001", "08003", "08004", "08006"}
+NOT_DONE = object()  # a `done_check` found that the lost attempt did not take effect
+DEFAULT_OUTAGE_SECONDS = 60.0  # how long one operation waits out a metastore that went away (well under hive.txn.timeout)
+_BACKOFF_FIRST_S, _BACKOFF_MAX_S = 0.1, 2.0
+_log = logging.getLogger("acid_core.metastore")
+_outages = {"failures": 0, "recoveries": 0, "gave_up": 0}
+_outages_lock = threading.Lock()
+
+
+def outage_counts() -> dict[str, int]:
+    """This process's metastore outage figures so far: failed attempts retried, operations that recovered, and
+    operations that gave up (the `acid.metastore_retries` metric and its companions)."""
+    with _outages_lock:
+        return dict(_outages)
+
+
+def _count(name: str) -> None:
+    with _outages_lock:
+        _outages[name] += 1
+
+
+class _Outage:
+    """One operation waiting out a metastore outage: bounded exponential backoff within a time budget."""
+
+    def __init__(self, operation: str, budget_s: float) -> None:
+        self.operation, self.budget_s = operation, budget_s
+        self.started = time.monotonic()
+        self.attempts = 0
+
+    def wait(self, reason: str, *, committing: bool) -> bool:
+        """Sleep before the next attempt; False when the budget is spent (the caller raises)."""
+        self.attempts += 1
+        elapsed = time.monotonic() - self.started
+        delay = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * 2 ** (self.attempts - 1)) * random.uniform(0.8, 1.2)
+        if elapsed + delay > self.budget_s:
+            _count("gave_up")
+            _log.error("metastore unavailable: %s gave up after %d attempts in %.1f s: %s", self.operation,
+                       self.attempts, elapsed, reason)
+            return False
+        _count("failures")
+        _log.warning("metastore unavailable: %s failed%s (attempt %d, %.1f s so far): %s; retrying in %.1f s",
+                     self.operation, " while committing" if committing else "", self.attempts, elapsed, reason, delay)
+        time.sleep(delay)
+        return True
+
+    def recovered(self) -> None:
+        _count("recoveries")
+        _log.warning("metastore available again: %s succeeded after %d retries in %.1f s", self.operation,
+                     self.attempts, time.monotonic() - self.started)
+
+    def said(self) -> str:
+        return f" (retried {self.attempts} times over {time.monotonic() - self.started:.1f} s)" if self.attempts else ""
+
+
+def _reason(exc: DBAPIError) -> str:
+    return str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+
+
+def _is_outage(exc: DBAPIError) -> bool:
+    """The server is going away, restarting or refusing connections (not a bad password or database name)."""
+    if getattr(exc.orig, "pgcode", None) in _OUTAGE_PG_CODES:
+        return True
+    message = str(exc.orig).lower()
+    return any(s in message for s in ("connection refused", "server closed the connection", "terminating connection",
+                                      "the database system is starting up", "the database system is shutting down",
+                                      "the database system is in recovery mode", "connection reset",
+                                      "connection already closed"))
 
 
 class Clock:
@@ -164,7 +235,7 @@ class Database:
     """One metastore database: an engine plus the transaction runner."""
 
     def __init__(self, url: str, *, clock: Clock | None = None, identity: Identity | None = None,
-                 pool_size: int = 5) -> None:
+                 pool_size: int = 5, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         try:
             parsed = sa.engine.make_url(url)
         except (sa.exc.ArgumentError, ValueError) as exc:
@@ -178,6 +249,8 @@ class Database:
         self.url = url
         self.clock = clock or Clock()
         self.identity = identity or Identity.current()
+        self.outage_seconds = outage_seconds
+        self._reached = False  # an unreachable URL never reached fails at once: a typo is not an outage
         try:
             self._create_engines(parsed, pool_size)
         except OSError as exc:
@@ -214,54 +287,100 @@ class Database:
             self._autocommit_engine.dispose()
 
     def run(self, operation: str, function: Callable[[Connection], T], *, write: bool = True,
-            snapshot: bool = False, single_statement: bool = False) -> T:
-        """Run `function` in one database transaction, retrying it whole on transient conflicts.
+            snapshot: bool = False, single_statement: bool = False, idempotent: bool = False,
+            done_check: Callable[[Connection], object] | None = None) -> T:
+        """Run `function` in one database transaction, retrying it whole on transient conflicts and outages.
 
         `single_statement` functions (one SQL statement, atomic by itself) run in autocommit on PostgreSQL, which
-        saves the BEGIN and COMMIT round trips on hot paths. A read (`write=False`) that loses its connection is
-        retried once on a fresh one.
+        saves the BEGIN and COMMIT round trips on hot paths.
+
+        An outage of a metastore this handle has reached before (the server restarting, connections reset or refused)
+        is waited out for up to `outage_seconds`, with bounded exponential backoff, each failure and the recovery
+        logged (logger `acid_core.metastore`) and counted (`outage_counts`). A failure before the commit was sent
+        rolled the whole transaction back, so it is retried from the start; one while committing (or in an autocommit
+        statement) leaves the outcome unknown, so only reads, `idempotent` operations and those with a `done_check`
+        are retried then, and any other raises MetastoreUnavailableError saying so. `done_check(connection)` runs
+        first in the next attempt: it returns what the operation returns if the lost attempt took effect, or
+        NOT_DONE.
 
         Raises:
-            MetastoreUnavailableError: the database cannot be reached or the connection was lost.
+            MetastoreUnavailableError: the database cannot be reached or the connection was lost, past the retries.
             MetastoreError: any other database error (the transaction was rolled back).
         """
-        for attempt in range(_MAX_ATTEMPTS):
+        outage: _Outage | None = None
+        contention = 0
+        fresh_retry_done = False
+        check_first = False  # the last attempt was lost while committing: ask `done_check` first
+        while True:
             autocommit = single_statement and self.dialect == "postgresql"
             try:
                 connection = (self._autocommit_engine if autocommit else self.engine).connect()
             except DBAPIError as exc:
-                if _is_retryable(exc) and attempt + 1 < _MAX_ATTEMPTS:
+                if _is_retryable(exc) and contention + 1 < _MAX_ATTEMPTS:
+                    contention += 1
                     continue
-                reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+                reason = _reason(exc)
+                if self._reached and _is_outage(exc):
+                    outage = outage or _Outage(operation, self.outage_seconds)
+                    if outage.wait(reason, committing=False):
+                        continue
                 raise MetastoreUnavailableError(f"{operation}: cannot reach the metastore {redact(self.url)}: "
-                                                f"{reason}") from exc
+                                                f"{reason}" + (outage.said() if outage else "")) from exc
+            self._reached = True
+            committing = autocommit
             try:
                 with connection:
                     if self.dialect == "sqlite":
                         connection.info["acid_begin"] = "IMMEDIATE" if write else "DEFERRED"
-                    elif autocommit:
-                        return function(connection)
+                    elif autocommit and not check_first:
+                        result = function(connection)
+                        if outage:
+                            outage.recovered()
+                        return result
                     elif snapshot:
                         connection = connection.execution_options(isolation_level="REPEATABLE READ")
-                    with connection.begin():
-                        return function(connection)
+                    transaction = connection.begin()
+                    try:
+                        result = done_check(connection) if check_first else NOT_DONE
+                        check_first = False
+                        if result is NOT_DONE:
+                            result = function(connection)
+                    except BaseException:
+                        transaction.rollback()
+                        raise
+                    committing = True
+                    transaction.commit()
+                    if outage:
+                        outage.recovered()
+                    return result
             except DBAPIError as exc:
-                if (exc.connection_invalidated or _is_disconnect(exc)) and not write and attempt == 0:
-                    continue
-                if exc.connection_invalidated or _is_disconnect(exc):
-                    reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+                lost = exc.connection_invalidated or _is_disconnect(exc) or _is_outage(exc)
+                if lost:
+                    reason = _reason(exc)
+                    if not write and not fresh_retry_done:  # most often a pooled connection the server ended
+                        fresh_retry_done = True
+                        continue
+                    if not committing or not write or idempotent or done_check is not None:
+                        check_first = committing and write and not idempotent
+                        outage = outage or _Outage(operation, self.outage_seconds)
+                        if outage.wait(reason, committing=committing):
+                            continue
+                        raise MetastoreUnavailableError(
+                            f"{operation}: lost the connection to the metastore {redact(self.url)}: {reason}; "
+                            "the database rolled back whatever was not committed" + outage.said()) from exc
                     raise MetastoreUnavailableError(
-                        f"{operation}: lost the connection to the metastore {redact(self.url)}: {reason}; "
-                        "the database rolled back whatever was not committed") from exc
-                if _is_retryable(exc) and attempt + 1 < _MAX_ATTEMPTS:
-                    time.sleep(min(0.2, 0.002 * 2 ** attempt) * random.uniform(0.5, 1.5))
+                        f"{operation}: lost the connection to the metastore {redact(self.url)} while committing: "
+                        f"{reason}; the database rolled back whatever was not committed, and whether this commit "
+                        "was is unknown: check before repeating it") from exc
+                if _is_retryable(exc) and contention + 1 < _MAX_ATTEMPTS:
+                    time.sleep(min(0.2, 0.002 * 2 ** contention) * random.uniform(0.5, 1.5))
+                    contention += 1
                     continue
                 if isinstance(exc, IntegrityError) and _is_unique_violation(exc):
                     raise DuplicateKeyError(f"{operation}: a concurrent writer created the same row: {exc.orig}") from exc
                 raise MetastoreError(f"{operation}: metastore database error: {exc.orig}") from exc
             except SQLAlchemyError as exc:
                 raise MetastoreError(f"{operation}: metastore error: {exc}") from exc
-        raise AssertionError("unreachable")
 
     def init_schema(self) -> int:
         """Create or upgrade the schema from `sql/<dialect>/schema.sql` (package data of acid_core.metastore);

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from acid_core.errors import LockTimeoutError, MetastoreError, NoSuchLockError
 from acid_core.metastore import schema as s
-from acid_core.metastore.engine import Database
+from acid_core.metastore.engine import NOT_DONE, Database
 from acid_core.metastore.txns import TxnStore
 
 LOCK_ACQUIRED, LOCK_WAITING = "a", "w"
@@ -137,7 +137,7 @@ class LockManager:
 
     def check_lock(self, lock_id: int) -> LockResponse:
         """Grant a waiting request if nothing earlier blocks it."""
-        return self.db.run(f"check lock {lock_id}", lambda conn: self._check(conn, lock_id))
+        return self.db.run(f"check lock {lock_id}", lambda conn: self._check(conn, lock_id), idempotent=True)
 
     def _check(self, conn: Connection, lock_id: int, *, serialized: bool = False) -> LockResponse:
         hl = s.hive_locks.c
@@ -214,8 +214,13 @@ class LockManager:
             NoSuchLockError: unknown or already released; MetastoreError: the lock belongs to a transaction.
         """
         hl = s.hive_locks.c
+        def released(conn: Connection):  # an unlock lost in flight took effect if the lock is gone
+            return NOT_DONE if conn.execute(sa.select(hl.HL_LOCK_EXT_ID).where(
+                hl.HL_LOCK_EXT_ID == lock_id)).first() else 1
+
         if self.db.run(f"unlock {lock_id}", lambda conn: conn.execute(s.hive_locks.delete().where(
-                hl.HL_LOCK_EXT_ID == lock_id, hl.HL_TXNID == 0)).rowcount, single_statement=True):
+                hl.HL_LOCK_EXT_ID == lock_id, hl.HL_TXNID == 0)).rowcount, single_statement=True,
+                done_check=released):
             return
         txn = self.db.run(f"unlock {lock_id}", lambda conn: conn.execute(
             sa.select(hl.HL_TXNID).where(hl.HL_LOCK_EXT_ID == lock_id).limit(1)).scalar_one_or_none(), write=False)

@@ -10,6 +10,7 @@ with the next transaction id (the cleaner's watermark).
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -21,7 +22,7 @@ from sqlalchemy.engine import Connection
 from acid_core.errors import (MetastoreError, NoSuchTxnError, TxnAbortedError, TxnStateError, WriteConflictError)
 from acid_core.metastore import schema as s
 from acid_core.metastore import holds
-from acid_core.metastore.engine import Database
+from acid_core.metastore.engine import NOT_DONE, Database
 from acid_core.metastore.schema import TXN_ABORTED, TXN_COMMITTED, TXN_OPEN
 from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
 
@@ -153,25 +154,32 @@ class TxnStore:
             raise MetastoreError(f"cannot open {count} transactions at once: allowed 1..{self.max_open_batch} "
                                  "(hive.txn.max.open.batch)")
         names = [_split_name(name) for name in dict.fromkeys(tables)]
+        token = f"open {uuid.uuid4().hex}"  # finds the transactions of an open whose answer was lost
+
+        def opened(conn: Connection):
+            found = conn.execute(sa.select(s.txns.c.TXN_ID).where(s.txns.c.TXN_META_INFO == token)).scalars().all()
+            return sorted(found) if found else NOT_DONE
+
         return self.db.run("open transactions", lambda conn: self.open_in(conn, count, txn_type=txn_type,
                                                                            agent_info=agent_info, user=user,
-                                                                           tables=names),
-                           single_statement=self.db.dialect == "postgresql" and not names)
+                                                                           tables=names, token=token),
+                           single_statement=self.db.dialect == "postgresql" and not names, done_check=opened)
 
     def open_in(self, conn: Connection, count: int, *, txn_type: TxnType = TxnType.DEFAULT,
                 agent_info: str | None = None, user: str | None = None,
-                tables: Sequence[tuple[str, str]] = ()) -> list[int]:
+                tables: Sequence[tuple[str, str]] = (), token: str | None = None) -> list[int]:
         """`open_txns` inside the caller's database transaction (a compactor's claim records its transaction in the
         same commit). `tables` are (database, table) pairs."""
         now = self.db.clock.now_ms()
         values = {"now": now, "user": (user or self.db.identity.user)[:128], "host": self.db.identity.host,
-                  "agent": agent_info[:128] if agent_info else None, "type": int(txn_type), "count": count}
+                  "agent": agent_info[:128] if agent_info else None, "type": int(txn_type), "count": count,
+                  "token": token}
         if self.db.dialect == "postgresql":
             ids = sorted(conn.execute(sa.text(
                 'WITH n AS (UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + :count RETURNING "NTXN_NEXT") '
                 'INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", '
-                '"TXN_HOST", "TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE") '
-                "SELECT g, 'o', :now, :now, :user, :host, :agent, 0, :type "
+                '"TXN_HOST", "TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE", "TXN_META_INFO") '
+                "SELECT g, 'o', :now, :now, :user, :host, :agent, 0, :type, :token "
                 'FROM n, generate_series(n."NTXN_NEXT" - :count, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID"'),
                 values).scalars().all())
         else:
@@ -181,7 +189,7 @@ class TxnStore:
             conn.execute(s.txns.insert(), [
                 {"TXN_ID": i, "TXN_STATE": TXN_OPEN, "TXN_STARTED": now, "TXN_LAST_HEARTBEAT": now,
                  "TXN_USER": values["user"], "TXN_HOST": values["host"], "TXN_AGENT_INFO": values["agent"],
-                 "TXN_HEARTBEAT_COUNT": 0, "TXN_TYPE": values["type"]} for i in ids])
+                 "TXN_HEARTBEAT_COUNT": 0, "TXN_TYPE": values["type"], "TXN_META_INFO": token} for i in ids])
         if tables:
             nwi = s.next_write_id.c
             rows = []
@@ -224,11 +232,16 @@ class TxnStore:
                 this transaction has been aborted.
             TxnAbortedError, NoSuchTxnError: the transaction is not open.
         """
+        def gone(result):  # a commit lost in flight took effect if the open transaction's row is gone
+            return lambda conn: NOT_DONE if conn.execute(sa.select(s.txns.c.TXN_ID).where(
+                s.txns.c.TXN_ID == txn_id)).first() else result
+
         if self.db.dialect == "postgresql" and self.db.run(
                 f"commit transaction {txn_id}", lambda conn: conn.execute(_COMMIT_WITHOUT_WRITES, {"txn": txn_id})
-                .scalar_one(), single_statement=True):
+                .scalar_one(), single_statement=True, done_check=gone(1)):
             return  # nothing written: one round trip
-        conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: self._commit(conn, txn_id))
+        conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: self._commit(conn, txn_id),
+                               done_check=gone(None))
         if conflict:
             raise WriteConflictError(f"transaction {txn_id} was aborted due to a write conflict: {conflict}")
 
@@ -357,7 +370,7 @@ class TxnStore:
             if updated != 1:
                 raise self._state_error(conn, txn_id, "heartbeat")
 
-        self.db.run(f"heartbeat transaction {txn_id}", beat)
+        self.db.run(f"heartbeat transaction {txn_id}", beat, idempotent=True)
 
     def heartbeat_range(self, low: int, high: int) -> tuple[list[int], list[int]]:
         """Heartbeat every transaction in low..high (a streaming batch); returns (aborted ids, unknown ids)."""
@@ -371,7 +384,7 @@ class TxnStore:
             unknown = [t for t in range(low, high + 1) if t not in states]
             return aborted, unknown
 
-        return self.db.run(f"heartbeat transactions {low}..{high}", beat)
+        return self.db.run(f"heartbeat transactions {low}..{high}", beat, idempotent=True)
 
     def perform_timeouts(self) -> list[int]:
         """Abort open transactions whose last heartbeat is older than hive.txn.timeout; drop stale txn-less locks."""
