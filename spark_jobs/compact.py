@@ -77,6 +77,12 @@ class SparkRunner:
             jobs = context.statusTracker().getJobIdsForGroup(group)
             self.job_label = job_label(context.applicationId, max(jobs)) if jobs else None
 
+    def cancel(self, compaction_id: int) -> None:
+        """Cancel the running Spark jobs of a compaction (its heartbeat was lost: it could not commit any more); its
+        tasks end with an error and the worker fails the attempt with the reason. A compaction that shares a job with
+        others (`run_group`) is not cancelled (that would fail them too): it fails once the job ends."""
+        self.spark.sparkContext.cancelJobGroup(f"acid-compaction-{compaction_id}")
+
     def run_group(self, plans: list[CompactionPlan]) -> list:
         """The tasks of several plans (small compactions of one batch) as one Spark job, so they share its start and
         its slots: each plan's results, or the error one of its tasks failed with (the others are not affected)."""

@@ -404,3 +404,30 @@ def test_housekeeping_counts_what_it_failed_in_its_summary(make_ms):
     assert "failed 1 compactions whose compactor transaction aborted" in report.summary()
     with store.db.engine.connect() as connection:
         assert connection.execute(sa.select(schema.compaction_queue)).all() == []
+
+
+def test_a_compaction_whose_transaction_is_lost_stops_with_the_reason_and_changes_nothing(make_ms, caplog):
+    """The compactor's transaction is aborted while its tasks run (an operator, or a time-out after the metastore was
+    unreachable): the heartbeat notices, the attempt fails with one line saying why, and nothing becomes visible."""
+    from committed_writes import insert
+
+    ms = make_ms(txn_timeout_ms=4_000)  # heartbeats every second
+    ms.catalog.create_table("default", "lost", (("id", "int"), ("name", "string")), params={"transactional": "true"})
+    for i in range(3):
+        insert(ms, "lost", None, [(i, "x")])
+    compaction_id = ms.compactions.enqueue("default", "lost", None, CompactionType.MAJOR).compaction_id
+    location = ms.catalog.get_table("default", "lost").location
+    before = sorted(p.name for p in Path(location).iterdir())
+
+    def runner(plan):
+        ms.txns.abort(plan.compactor_txn_id)
+        time.sleep(2.5)  # the heartbeat runs meanwhile
+        return local_runner(plan)
+
+    with caplog.at_level("ERROR", logger="acid_core.compaction"):
+        with pytest.raises(CompactionStateError, match=r"^heartbeat lost: cannot heartbeat transaction \d+: it was aborted$"):
+            CompactionWorker(ms, runner=runner).run(compaction_id)
+    entry = ms.compactions.get(compaction_id)
+    assert entry.state is CompactionState.FAILED and "heartbeat lost: cannot heartbeat transaction" in entry.error_message
+    assert sorted(p.name for p in Path(location).iterdir()) == before
+    assert any("heartbeat lost" in r.getMessage() for r in caplog.records)

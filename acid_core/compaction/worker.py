@@ -278,7 +278,7 @@ class CompactionWorker:
                                     f"{silent:.0f} s (hive.txn.timeout {timeout_s:.0f} s): {one_line_cause(exc)}")
                 return
             except AcidError as exc:  # aborted (timed out, or by an operator) or gone: nothing can commit now
-                self._lose(attempt, f"heartbeat lost: {one_line_cause(exc)}")
+                self._lose(attempt, f"heartbeat lost: {exc}")
                 return
             else:
                 if failing_since is not None:
