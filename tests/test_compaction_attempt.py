@@ -54,7 +54,7 @@ def in_state(ms: Metastore, state: CompactionState, *, table: str = "t", worker_
     (S.WORKING, Result.BUSY, "compaction {id} is working on host-w1; not run twice"),
     (S.REFUSED, Result.ERROR, "compaction {id} of default.t is refused: None of the compaction thresholds met"),
     (S.FAILED, Result.ERROR, "compaction {id} of default.t is failed: OSError: disk full"),
-    (S.ABORTED, Result.ERROR, "compaction {id} of default.t is aborted: "),
+    (S.ABORTED, Result.ABORTED, "compaction {id} of default.t aborted by Abort Comapction request"),
     (S.DID_NOT_INITIATE, Result.ERROR, "compaction {id} of default.t is did not initiate: no candidates"),
 ])
 def test_before_run(ms, state, result, message):
@@ -79,7 +79,7 @@ def test_before_run_of_an_unknown_compaction():
     (S.WORKING, "host-w1", Result.INTERRUPTED, "compaction {id} of default.t is still working after spark-submit "
                                                "ended (exit status 0): the driver was killed"),
     (S.WORKING, None, Result.INTERRUPTED, "compaction {id} of default.t is still working"),
-    (S.ABORTED, "host-w1", Result.ERROR, "compaction {id} of default.t is aborted"),
+    (S.ABORTED, "host-w1", Result.ABORTED, "compaction {id} of default.t aborted by Abort Comapction request"),
 ])
 def test_after_run(ms, state, worker_id, result, message):
     compaction_id = in_state(ms, state)
@@ -88,6 +88,34 @@ def test_after_run(ms, state, worker_id, result, message):
     assert verdict.message.startswith(message.format(id=compaction_id)), verdict.message
     assert verdict.warning is None
     assert ms.compactions.get(compaction_id).state is state  # reading the verdict changes nothing
+
+
+def test_a_compaction_aborted_while_its_run_started_is_aborted_not_failed(ms):
+    """ABORT COMPACTIONS between the launcher's check and the driver's claim: the driver finds it aborted and exits
+    with an error, yet the verdict is the abort (in the words it recorded), and nothing is recorded failed."""
+    compaction_id = in_state(ms, S.INITIATED)
+    assert before_run(ms.compactions.get(compaction_id), compaction_id).result is Result.RUN
+    ms.compactions.abort_compactions([compaction_id])
+    verdict = after_run(ms, compaction_id, worker_id="host-airflow.t", launch_error="exit status 1")
+    assert (verdict.result, verdict.ok, verdict.warning) == (Result.ABORTED, False, None)
+    assert verdict.message == f"compaction {compaction_id} of default.t aborted by Abort Comapction request"
+    assert ms.compactions.get(compaction_id).state is S.ABORTED
+
+
+@pytest.mark.parametrize("recorded, said", [
+    ("Compaction Aborted by Abort Comapction request.", "aborted by Abort Comapction request"),
+    ("Compaction aborted by admin from the ACID view.", "aborted by admin from the ACID view"),
+    ("aborted from the ACID view by admin", "aborted from the ACID view by admin"),
+    ("operator's request", "aborted by request: operator's request"),
+    (None, "aborted by request"),
+])
+def test_aborted_message_takes_the_words_the_abort_recorded(ms, recorded, said):
+    from dataclasses import replace
+
+    from acid_core.compaction.attempt import aborted_message
+
+    entry = replace(ms.compactions.get(in_state(ms, S.ABORTED)), error_message=recorded, partition="ds=1")
+    assert aborted_message(entry) == f"compaction {entry.id} of default.t partition ds=1 {said}"
 
 
 def test_after_run_warns_when_the_launcher_failed_after_the_commit(ms):
@@ -131,6 +159,7 @@ def test_cli_reports_nothing_to_do_without_starting_spark(ms, capsys, monkeypatc
 @pytest.mark.parametrize("state, problem", [
     (S.WORKING, "is working on host-w1; not run twice"), (S.REFUSED, "of default.t is refused"),
     (S.FAILED, "of default.t is failed: OSError: disk full"), (None, "compaction 4242 does not exist"),
+    (S.ABORTED, "of default.t aborted by Abort Comapction request"),
 ])
 def test_cli_refuses_what_may_not_run_without_starting_spark(ms, capsys, monkeypatch, state, problem):
     monkeypatch.setattr(compact_command, "spark_submit_command", _no_spark_submit)

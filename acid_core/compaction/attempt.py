@@ -9,6 +9,7 @@ own vocabulary (an Airflow exception, an exit status). Cost: one queue read, and
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from acid_core.compaction.codes import CompactionState
@@ -24,6 +25,7 @@ class Result(str, enum.Enum):
     REFUSED = "refused"  # after: not enough to compact (Hive's refusal): a success without work
     BUSY = "busy"  # another worker holds it: not run twice
     INTERRUPTED = "interrupted"  # after: still ours and working, so the run died; housekeeping puts it back
+    ABORTED = "aborted"  # before or after: ABORT COMPACTIONS took it (an operator's request, not a failure)
     ERROR = "error"  # unknown, failed, or in a state nothing can run
 
 
@@ -48,12 +50,23 @@ def describe(entry: CompactionInfo) -> str:
     return f"{name} partition {entry.partition}" if entry.partition else name
 
 
+def aborted_message(entry: CompactionInfo) -> str:
+    """`compaction 4 of db.t partition ds=1 aborted by <who or what>`, in the words the abort recorded in the entry's
+    error message (Hive's ABORT COMPACTIONS writes "Compaction Aborted by Abort Comapction request.", spelling
+    included: "aborted by Abort Comapction request")."""
+    recorded = one_line(entry.error_message or "").strip().rstrip(".")
+    found = re.search(r"\baborted\s+(\S.*)", recorded, flags=re.IGNORECASE)  # "aborted by admin", "aborted from..."
+    how = found.group(1) if found else (f"by request: {recorded}" if recorded else "by request")
+    return f"compaction {entry.id} of {describe(entry)} aborted {how}"
+
+
 def before_run(entry: CompactionInfo | None, compaction_id: int) -> Verdict:
     """Whether compaction `compaction_id`, whose queue entry is `entry` (None: unknown), should run now.
 
     Only an initiated entry runs (Hive's worker takes initiated entries only). One that is ready for cleaning or
     succeeded was compacted already: nothing to do, and nothing changes. One another worker holds is not run twice.
-    A refused, failed, aborted or not-initiated one is an error: the request cannot be met by running it.
+    One aborted (ABORT COMPACTIONS, the ACID view's Abort) is not run: the abort is its outcome. A refused, failed or
+    not-initiated one is an error: the request cannot be met by running it.
     """
     if entry is None:
         return Verdict(Result.ERROR, f"compaction {compaction_id} does not exist")
@@ -65,6 +78,8 @@ def before_run(entry: CompactionInfo | None, compaction_id: int) -> Verdict:
                        "nothing changed", entry)
     if state is CompactionState.WORKING:
         return Verdict(Result.BUSY, f"compaction {compaction_id} is working on {entry.worker_id}; not run twice", entry)
+    if state is CompactionState.ABORTED:
+        return Verdict(Result.ABORTED, aborted_message(entry), entry)
     return Verdict(Result.ERROR, f"compaction {compaction_id} of {where} is {state.display}: "
                    f"{entry.error_message or 'only an initiated compaction can run'}", entry)
 
@@ -82,7 +97,8 @@ def after_run(metastore: Metastore, compaction_id: int, *, worker_id: str | None
     An entry still initiated means the run never claimed it (no binary, no cluster, bad configuration): that is
     recorded as a failure in the queue, as Hive's worker records one, so SHOW COMPACTIONS shows it and the
     initiator's failed.compacts.threshold counts it (compare-and-swap: an entry someone else claimed meanwhile is
-    left alone).
+    left alone). An entry aborted meanwhile (ABORT COMPACTIONS while the run was starting, or while it held the
+    entry) is `ABORTED` whatever the launcher reported: the abort, not the run, decided how it ended.
     """
     entry = metastore.compactions.get(compaction_id)
     if entry is not None and entry.state is CompactionState.INITIATED:
@@ -106,6 +122,8 @@ def after_run(metastore: Metastore, compaction_id: int, *, worker_id: str | None
         return Verdict(Result.REFUSED, entry.error_message or "refused", entry)
     if state is CompactionState.FAILED:
         return Verdict(Result.ERROR, f"compaction {compaction_id} of {where} failed: {entry.error_message}", entry)
+    if state is CompactionState.ABORTED:
+        return Verdict(Result.ABORTED, aborted_message(entry), entry)
     if state is CompactionState.WORKING:
         if worker_id is not None and entry.worker_id != worker_id:
             return Verdict(Result.BUSY, f"compaction {compaction_id} was claimed by {entry.worker_id} first", entry)

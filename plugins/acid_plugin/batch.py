@@ -10,9 +10,13 @@ ones it was started with; when the oldest waiting entry needs others, the applic
 with those. Each compaction stays visible on its own: its queue entry (worker id naming this task attempt,
 HadoopJobId naming the application and its Spark job), its lines in the task log, its metrics and its alerts (sent
 as it ends), and its summary in the task's return value. One compaction's failure is recorded in the queue and the
-next one runs; the task then fails without retries, naming the failed compactions. A killed application leaves its
-compaction in hand `working`: the task fails retryably and housekeeping puts the entry back (the retry, or any
-slot, takes it again). Compacted entries emit `acid_compacted` (its `extra` lists them) and one event per table.
+next one runs; the task then fails without retries, naming the failed compactions. A compaction of the task aborted
+meanwhile (ABORT COMPACTIONS, the ACID view's Abort: the entry an application was started for, before its driver
+took it, or one the driver held) is what the operator asked for, not a failure: its summary says "aborted by ...",
+`acid.compaction_aborted` counts it, and a task whose compactions were all aborted (or refused) is skipped. A killed
+application leaves its compaction in hand `working`: the task fails retryably and housekeeping puts the entry back
+(the retry, or any slot, takes it again). Compacted entries emit `acid_compacted` (its `extra` lists them) and one
+event per table.
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ class AcidCompactionBatchOperator(AcidCompactionOperator):
     compaction in hand then finishes), in as few Spark applications as their settings allow.
 
     Returns `{"compactions": [summary, ...], "applications": n, "stopped": reason}`; each summary is
-    `{"compaction_id", "table", "partition", "type", "state", "message"}` in the order they ran. Skipped when it ran
-    nothing that compacted (an empty queue, or refusals only).
+    `{"compaction_id", "table", "partition", "type", "state", "message"}` in the order they ran (an aborted one:
+    state `aborted`, message "compaction N of db.t ... aborted by ..."). Skipped when it ran nothing that compacted
+    (an empty queue, or refusals and aborted compactions only).
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "max_compactions", "batch_seconds",
@@ -134,6 +139,7 @@ class _BatchRun:
         self.worker_id = worker_id
         self.summaries: list[dict] = []
         self.failed: list[str] = []
+        self.aborted: list[str] = []  # "compaction N of db.t aborted by ...": what the operator asked for
         self.interrupted: list[str] = []
         self.compacted: list = []  # the entries that ended ready for cleaning
         self.applications = 0
@@ -170,6 +176,7 @@ class _BatchRun:
                     launcher_conf: dict, head: int) -> dict:
         """spark-submit one batch application to its end; returns its stop record ({} when it was killed)."""
         from acid_core.compaction.attempt import Result, after_run
+        from acid_core.compaction.codes import CompactionState
 
         result_dir = tempfile.mkdtemp(prefix="acid-compaction-batch-")
         result_file = os.path.join(result_dir, "records.jsonl")
@@ -207,14 +214,21 @@ class _BatchRun:
             with self.metastore_hook.metastore() as metastore:
                 verdict = after_run(metastore, compaction_id, worker_id=self.worker_id,
                                     launch_error=str(submit_error) if submit_error is not None else None)
-            self.log.error("%s", verdict.message)
+            if verdict.result is not Result.ABORTED:  # an aborted one is logged (as information) by _ended
+                self.log.error("%s", verdict.message)
             if verdict.entry is not None and verdict.result is Result.INTERRUPTED:
                 with self._lock:
                     self.interrupted.append(verdict.message)
                     self.ran += 1
-            elif verdict.entry is not None and verdict.result in (Result.COMPACTED, Result.ERROR):
+            elif verdict.entry is not None and verdict.result in (Result.COMPACTED, Result.ERROR, Result.ABORTED):
                 self._ended({"compaction_id": compaction_id, "message": verdict.message, "stats": {},
-                             "result": "compacted" if verdict.result is Result.COMPACTED else "failed"})
+                             "result": {Result.COMPACTED: "compacted", Result.ABORTED: "aborted"}.get(
+                                 verdict.result, "failed")})
+        if head not in started and head not in unfinished:  # the entry this application was started for
+            with self.metastore_hook.metastore() as metastore:
+                entry = metastore.compactions.get(head)
+            if entry is not None and entry.state is CompactionState.ABORTED:  # aborted before the driver took it
+                self._ended({"compaction_id": head, "result": "aborted", "message": "", "stats": {}})
         if not started and not stop:
             raise AirflowFailException(f"compaction batch: spark-submit did not run the batch: "
                                        f"{submit_error or 'it ended without a word from its driver'}")
@@ -225,6 +239,7 @@ class _BatchRun:
     def _ended(self, record: dict) -> None:
         """One compaction ended (a record of the driver's, or the task's own verdict): log, metrics, alerts."""
         from acid_core import alerts
+        from acid_core.compaction.attempt import aborted_message
         from acid_core.compaction.codes import CompactionState
         from acid_core.compaction.initiator import FAILED_THRESHOLD
         from acid_core.errors import AcidError
@@ -239,9 +254,15 @@ class _BatchRun:
             self.log.warning("compaction %d: its entry could not be read: %s", compaction_id, exc)
             entry = None
         message = record.get("message") or ""
+        aborted = entry is not None and entry.state is CompactionState.ABORTED  # whatever the driver said of it
+        if aborted:
+            message = aborted_message(entry)
+            self.log.info("%s", message)
         with self._lock:
             self.ran += 1
-            if record.get("result") == "failed":
+            if aborted:
+                self.aborted.append(message)
+            elif record.get("result") == "failed":
                 self.failed.append(message)
             if entry is not None:
                 self.summaries.append(_summary(entry, message))
@@ -250,8 +271,8 @@ class _BatchRun:
         if entry is None:
             return
         try:
-            outcome = "failed" if entry.state is CompactionState.FAILED else (
-                "refused" if entry.state is CompactionState.REFUSED else "compacted")
+            outcome = {CompactionState.FAILED: "failed", CompactionState.REFUSED: "refused",
+                       CompactionState.ABORTED: "aborted"}.get(entry.state, "compacted")
             emit_compaction(compaction_type=entry.type.display, outcome=outcome,
                             stats_of_run=record.get("stats") or {})
         except Exception as exc:  # metrics never fail a compaction
@@ -275,8 +296,9 @@ class _BatchRun:
         self.context["acid_compaction"] = (f"{len(ids)} compactions: {_id_ranges(ids)}" if ids
                                            else "no compaction waiting")  # the map label
         self.context["ti"].xcom_push(key="return_value", value=result)
-        self.log.info("compaction batch: %d compactions in %d Spark applications (%s): %d compacted, %d failed%s",
+        self.log.info("compaction batch: %d compactions in %d Spark applications (%s): %d compacted, %d failed%s%s",
                       len(self.summaries), self.applications, stopped, len(self.compacted), len(self.failed),
+                      f", {len(self.aborted)} aborted" if self.aborted else "",
                       f", {len(self.interrupted)} interrupted" if self.interrupted else "")
         if self.interrupted:
             raise AirflowException("; ".join(self.interrupted))
@@ -284,9 +306,7 @@ class _BatchRun:
             raise AirflowFailException(f"{len(self.failed)} of {len(self.summaries)} compactions failed: "
                                        + "; ".join(self.failed)[:4000])
         if not self.compacted:
-            raise AirflowSkipException(
-                "no compaction was waiting" if not self.summaries else
-                f"{len(self.summaries)} compactions refused: " + "; ".join(s["message"] for s in self.summaries)[:2000])
+            raise AirflowSkipException(_nothing_compacted(self.summaries, len(self.aborted)))
         _describe_batch_events(self.context, self.operator.outlets, self.compacted)
         return result
 
@@ -334,6 +354,17 @@ class _Follower(threading.Thread):
                             pass
         except OSError:
             return
+
+
+def _nothing_compacted(summaries: list[dict], aborted: int) -> str:
+    """Why a task that compacted nothing is skipped: no compaction waited, or each was refused or aborted."""
+    if not summaries:
+        return "no compaction was waiting"
+    refused = len(summaries) - aborted
+    counted = (f"{refused} refused and {aborted} aborted" if refused and aborted else
+               ("refused" if refused else "aborted"))
+    noun = "compaction" if len(summaries) == 1 else "compactions"
+    return f"{len(summaries)} {noun} {counted}: " + "; ".join(s["message"] for s in summaries)[:2000]
 
 
 def _id_ranges(ids: list[int]) -> str:

@@ -45,8 +45,9 @@ def emit_gauges(values: Mapping[str, float]) -> None:
 
 
 def emit_compaction(*, compaction_type: str, outcome: str, stats_of_run: Mapping[str, Any]) -> None:
-    """One finished compaction run: its outcome counter (`compacted`, `refused`, `failed`, `interrupted`), and (when the driver reported them) its duration timer
-    and events and bytes read and written."""
+    """One finished compaction run: its outcome counter (`acid.compaction_<outcome>`: `compacted`, `refused`, `failed`,
+    `interrupted`, `aborted`), and (when the driver reported them) its duration timer and events and bytes read and
+    written."""
     stats = _stats()
     tags = {"type": compaction_type.lower()}
     stats.incr(f"{PREFIX}.compaction_{outcome.replace(' ', '_')}", tags=tags)

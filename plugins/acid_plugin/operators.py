@@ -4,12 +4,13 @@ The Spark application is `spark_jobs/compact.py`; the driver follows Hive's work
 in the compaction queue. What the entry's state means before and after the run is decided by the core
 (`acid_core.compaction.attempt`, shared with `acid compact run` and the worker); this operator only maps the verdict
 to Airflow: compacted or already compacted succeed (their asset events name the compaction in `extra`), refused
-for lack of work (Hive's refusal, not a failure) and held by another worker are skipped (no asset event), a killed
-driver is a retryable failure, anything else fails the task with the queue's one-line error message. The metastore URL reaches the driver
-through its environment (never on the command line, which spark-submit and Airflow log), so client deploy mode is
-required: the driver runs where the task runs, like Hive's worker thread, on this interpreter. On a cluster master
-the executors get the code and a Python environment from `acid_core.shipping`, as the connection's `acid-*` extra
-keys choose; this worker's interpreter path never reaches them.
+for lack of work (Hive's refusal, not a failure), aborted (ABORT COMPACTIONS, the ACID view's Abort, before or while
+the task ran: what the operator asked for, not a failure) and held by another worker are skipped (no asset event), a
+killed driver is a retryable failure, anything else fails the task with the queue's one-line error message. The
+metastore URL reaches the driver through its environment (never on the command line, which spark-submit and Airflow
+log), so client deploy mode is required: the driver runs where the task runs, like Hive's worker thread, on this
+interpreter. On a cluster master the executors get the code and a Python environment from `acid_core.shipping`, as
+the connection's `acid-*` extra keys choose; this worker's interpreter path never reaches them.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ class AcidCompactionOperator(SparkSubmitOperator):
     """Runs compaction `compaction_id` of the `acid_metastore` connection's queue as a spark-submit job.
 
     Returns `{"compaction_id", "table", "partition", "type", "state", "message"}`. An entry that another worker
-    holds is skipped; one compacted already is reported without running anything; a refused, failed or aborted one
-    fails the task (`acid_core.compaction.attempt.before_run`); one the run refuses for lack of work is skipped
-    (its summary is still the XCom `return_value`). On success an `Asset` outlet's event gets `extra`
+    holds is skipped; one compacted already is reported without running anything; a refused or failed one fails the
+    task (`acid_core.compaction.attempt.before_run`); one the run refuses for lack of work, and one aborted before or
+    while the task ran, is skipped ("... aborted by <who or what>"; its summary is still the XCom `return_value`,
+    and `acid.compaction_aborted` counts it). On success an `Asset` outlet's event gets `extra`
     `{"database", "table", "partition", "compaction_id", "type"}`, and an `AssetAlias` outlet adds an event with it
     on the table's asset (`acid_plugin.assets.table_asset`). Mapped instances can be
     labelled in the UI with `map_index_template="{{ acid_compaction }}"` ("4: major db.table partition ds=1").
@@ -84,6 +86,9 @@ class AcidCompactionOperator(SparkSubmitOperator):
             self.log.info("%s", before.message)
             _describe_events(context, self.outlets, entry)
             return _summary(entry, before.message)
+        if before.result is Result.ABORTED:  # aborted while this task waited for its turn: the abort is the outcome
+            self._metrics_and_alerts(context, metastore_hook, before, {})
+            raise self._skip(context, before)
         if before.result is not Result.RUN:
             raise _airflow_error(before)
 
@@ -131,6 +136,8 @@ class AcidCompactionOperator(SparkSubmitOperator):
         self._metrics_and_alerts(context, metastore_hook, after, _read_stats(result_dir, result_file))
         if after.warning:
             self.log.warning("%s", after.warning)
+        if after.result is Result.ABORTED:  # what the operator asked for, whatever the driver said: no asset event
+            raise self._skip(context, after)
         if not after.ok:
             raise _airflow_error(after)
         if after.result is Result.REFUSED:  # Hive's refusal (not enough to compact): no failure, no asset event
@@ -140,6 +147,12 @@ class AcidCompactionOperator(SparkSubmitOperator):
         self.log.info("%s", after.message)
         _describe_events(context, self.outlets, after.entry)
         return _summary(after.entry, after.message)
+
+    def _skip(self, context, verdict) -> AirflowSkipException:
+        """An aborted compaction's ending: its summary as the XCom `return_value`, its message logged and skipped."""
+        self.log.info("%s", verdict.message)
+        context["ti"].xcom_push(key="return_value", value=_summary(verdict.entry, verdict.message))
+        return AirflowSkipException(verdict.message)
 
     def _metrics_and_alerts(self, context, metastore_hook, after, run_stats: dict) -> None:
         """Emit the run's metrics (acid_plugin.metrics); on a failure, alert (acid_plugin.alerts): the compaction

@@ -1,8 +1,9 @@
 """The Done-when browser test of the ACID view: headless Chromium (Debian's package, driven by Playwright) logs in to
 `airflow standalone` started here (set up as `make run` sets it up, on loopback, with a metastore holding real tables
 with deltas and a queued compaction), opens the ACID view from the navigation, checks a queue entry and a table's
-health against the metastore, clicks "compact now" and sees the new entry appear. Screenshots go to the test's
-directory and, when ACID_TEST_ARTIFACTS is set, are copied there.
+health against the metastore, clicks "compact now" and sees the new entry appear, and checks that Abort asks first
+(naming the compaction and its partition), that dismissing the question changes nothing, and that confirming aborts.
+Screenshots go to the test's directory and, when ACID_TEST_ARTIFACTS is set, are copied there.
 """
 
 from __future__ import annotations
@@ -178,6 +179,37 @@ def test_acid_view_in_airflow_shows_the_queue_and_health_and_compacts_now(tmp_pa
                     view.get_by_role("button", name="Compactions").click()
                 expect(new_entry.locator("td").nth(4)).to_have_text("major")
                 page.screenshot(path=str(artifacts / "4-new-entry.png"), full_page=True)
+
+                # Abort asks first, naming the compaction and its partition; Cancel (which has the focus) and Escape
+                # change nothing; confirming aborts it.
+                abort = view.get_by_role("button", name=f"Abort compaction {ids['queued']}", exact=True)
+                question = view.get_by_role("dialog", name=f"Abort compaction {ids['queued']}?", exact=True)
+                cancel = question.get_by_role("button", name="Cancel", exact=True)
+                abort.click()
+                expect(question).to_be_visible()
+                expect(question).to_contain_text(
+                    f"Compaction {ids['queued']} (major) of default.sales partition ds=2026-01-01")
+                expect(cancel).to_be_focused()
+                page.screenshot(path=str(artifacts / "5-abort-asks.png"), full_page=True)
+                cancel.click()
+                expect(question).to_be_hidden()
+                abort.click()
+                expect(question).to_be_visible()
+                page.keyboard.press("Escape")
+                expect(question).to_be_hidden()
+                expect(abort).to_be_focused()  # back where the operator was
+                expect(view.locator("#message")).not_to_contain_text("aborted")
+                expect(queued.locator("td").nth(5)).to_have_text("initiated")
+                ms = Metastore(settings.metastore_url, warehouse=settings.warehouse)
+                try:
+                    assert ms.compactions.get(ids["queued"]).state.display == "initiated"  # nothing was sent
+                finally:
+                    ms.close()
+                abort.click()
+                question.get_by_role("button", name="Abort compaction", exact=True).click()
+                expect(view.locator("#message")).to_have_text(f"Compaction {ids['queued']} aborted", timeout=30_000)
+                expect(queued.locator("td").nth(5)).to_have_text("aborted")
+                page.screenshot(path=str(artifacts / "6-aborted.png"), full_page=True)
             finally:
                 browser.close()
         ms = Metastore(settings.metastore_url, warehouse=settings.warehouse)
