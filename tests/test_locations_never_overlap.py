@@ -95,3 +95,22 @@ def test_drop_refuses_a_table_whose_location_holds_another_tables_files(ms, plac
     assert ms.catalog.list_tables("default") == []
     assert ms.db.run("count", lambda conn: conn.execute(sa.select(sa.func.count()).select_from(schema.tbls))
                      .scalar_one(), write=False) == 0
+
+
+@pytest.mark.parametrize("where, words", [
+    ("{data}/a", "is the location of table default.a"),
+    ("{data}/a/inner", "is inside the location of table default.a"),
+    ("{data}", "contains the location of table default.a"),
+    ("{other}", "is the directory of database other"),
+    ("{warehouse}", "is the warehouse root"),
+])
+def test_a_database_directory_that_overlaps_another_owner_is_refused(ms, places, where, words):
+    location = where.format(**places)
+    before = sorted(ms.catalog.list_databases())
+    with pytest.raises(MetastoreError) as refused:
+        ms.catalog.create_database("d2", location=location)
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+    assert sorted(ms.catalog.list_databases()) == before
+    with pytest.raises(AcidError, match=words):
+        _sql(ms, f"CREATE DATABASE d3 LOCATION '{location}'")
+    assert sorted(ms.catalog.list_databases()) == before

@@ -431,3 +431,38 @@ def test_a_compaction_whose_transaction_is_lost_stops_with_the_reason_and_change
     assert entry.state is CompactionState.FAILED and "heartbeat lost: cannot heartbeat transaction" in entry.error_message
     assert sorted(p.name for p in Path(location).iterdir()) == before
     assert any("heartbeat lost" in r.getMessage() for r in caplog.records)
+
+
+def test_a_running_compaction_aborted_from_the_view_stops_and_commits_nothing(make_ms):
+    """The ACID view's Abort on a `working` entry (beyond Hive's ABORT COMPACTIONS): the entry moves to history as
+    aborted with who did it, its compactor transaction is aborted with it, and the worker stops without committing
+    or recording a failure over the abort."""
+    from committed_writes import insert
+
+    ms = make_ms(txn_timeout_ms=4_000)  # heartbeats every second
+    ms.catalog.create_table("default", "ab", (("id", "int"), ("name", "string")), params={"transactional": "true"})
+    for i in range(3):
+        insert(ms, "ab", None, [(i, "x")])
+    compaction_id = ms.compactions.enqueue("default", "ab", None, CompactionType.MAJOR).compaction_id
+    location = ms.catalog.get_table("default", "ab").location
+    before = sorted(p.name for p in Path(location).iterdir())
+    said = {}
+
+    def runner(plan):
+        said.update(ms.compactions.abort_compactions([compaction_id], by="admin from the ACID view", working=True))
+        time.sleep(2.5)
+        return local_runner(plan)
+
+    with pytest.raises(CompactionStateError, match=r"^heartbeat lost: cannot heartbeat transaction \d+: it was aborted$"):
+        CompactionWorker(ms, runner=runner).run(compaction_id)
+    assert said == {compaction_id: "Successfully aborted compaction"}
+    entry = ms.compactions.get(compaction_id)
+    assert entry.state is CompactionState.ABORTED
+    assert entry.error_message == "Compaction Aborted by admin from the ACID view."
+    assert sorted(p.name for p in Path(location).iterdir()) == before
+    assert [t.state for t in ms.txns.show_transactions() if t.txn_id == entry.txn_id] in ([], ["a"])
+    # Hive's ABORT COMPACTIONS (acid sql) still takes initiated entries only
+    again = ms.compactions.enqueue("default", "ab", None, CompactionType.MAJOR).compaction_id
+    ms.compactions.claim(worker_id="w", compaction_id=again)
+    assert ms.compactions.abort_compactions([again]) == {
+        again: "Error while aborting compaction as compaction is in state-working"}

@@ -223,6 +223,8 @@ class Catalog:
                     return self._database(conn, row)
                 raise AlreadyExistsError(f"database {name!r} already exists")
             where = _absolute_location(location or self.default_database_location(name), f"database {name}")
+            if name != DEFAULT_DATABASE:
+                self._check_database_location_free(conn, where, name)
             db_id = self._next(conn, "DBS")
             conn.execute(s.dbs.insert().values(DB_ID=db_id, NAME=name, DB_LOCATION_URI=where,
                                                DESC=description, CREATE_TIME=self.db.clock.now_ms()))
@@ -475,6 +477,32 @@ class Catalog:
             how = "is" if owner is not None and owner.DB_LOCATION_URI == where or where == self.warehouse \
                 else "contains"
             raise MetastoreError(f"{what}: location {where!r} {how} {whose}; give the table a location of its own")
+
+    def _check_database_location_free(self, conn: Connection, where: str, name: str) -> None:
+        """A database's directory must be its own: not a table's location, inside one or around one (its tables
+        would land in another table's files), not another database's directory, and not the warehouse root or above.
+
+        Raises:
+            MetastoreError: naming the other owner; nothing is created.
+        """
+        t, d = s.tbls.c, s.dbs.c
+        what = f"database {name}"
+        table = conn.execute(sa.select(d.NAME, t.TBL_NAME, t.LOCATION).join(s.dbs, d.DB_ID == t.DB_ID).where(
+            sa.or_(t.LOCATION.in_(_ancestors(where)), t.LOCATION.startswith(_below(where), autoescape=True)))
+            .order_by(t.TBL_ID).limit(1)).first()
+        if table is not None:
+            how = "is" if table.LOCATION == where else ("is inside" if where.startswith(_below(table.LOCATION))
+                                                       else "contains")
+            raise MetastoreError(f"{what}: location {where!r} {how} the location of table {table.NAME}."
+                                 f"{table.TBL_NAME} ({table.LOCATION}); give the database a directory of its own")
+        other = conn.execute(sa.select(d.NAME).where(d.DB_LOCATION_URI == where, d.NAME != name).limit(1)).first()
+        if other is not None and other.NAME != DEFAULT_DATABASE:
+            raise MetastoreError(f"{what}: location {where!r} is the directory of database {other.NAME}; give the "
+                                 "database a directory of its own")
+        if where in _ancestors(self.warehouse):
+            how = "is" if where == self.warehouse else "contains"
+            raise MetastoreError(f"{what}: location {where!r} {how} the warehouse root ({self.warehouse}); give the "
+                                 "database a directory of its own")
 
     def tables_within(self, location: str, *, other_than: tuple[str, str]) -> list[str]:
         """`db.table (location)` of the tables other than `other_than` whose location is `location` or inside it:

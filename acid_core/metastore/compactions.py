@@ -513,18 +513,32 @@ class CompactionQueue:
 
         return self.db.run(f"record a compaction of {database}.{table} that did not initiate", record)
 
-    def abort_compactions(self, compaction_ids: Iterable[int]) -> dict[int, str]:
-        """ABORT COMPACTIONS: only initiated entries move to history as aborted; the message per id says what happened."""
+    def abort_compactions(self, compaction_ids: Iterable[int], *, by: str | None = None,
+                          working: bool = False) -> dict[int, str]:
+        """ABORT COMPACTIONS: initiated entries move to history as aborted; the message per id says what happened.
+
+        `by` names who aborted, in the entry's message ("Compaction Aborted by admin from the ACID view."; Hive's own
+        text otherwise). With `working` (beyond Hive: the ACID view's Abort), a running compaction is aborted too: its
+        entry moves to history and its compactor transaction is aborted in the same database transaction, so
+        whatever it writes can never commit; its worker notices at its next heartbeat or state change, cancels its
+        tasks and removes its output.
+        """
+        allowed = (CompactionState.INITIATED, CompactionState.WORKING) if working else (CompactionState.INITIATED,)
+        message = f"Compaction Aborted by {by}." if by else ABORTED_BY_REQUEST
         results: dict[int, str] = {}
         for compaction_id in compaction_ids:
             def abort(conn: Connection, compaction_id=compaction_id) -> str:
                 current = self.get_in(conn, compaction_id)
                 if current is None:
                     return "No Such Compaction Id Available"
-                if current.state is not CompactionState.INITIATED or current.end_ms is not None:
+                if current.state not in allowed or current.end_ms is not None:
                     return f"Error while aborting compaction as compaction is in state-{current.state.display}"
-                info = self._require(conn, compaction_id, [CompactionState.INITIATED], "abort")
-                self._to_history(conn, info, CompactionState.ABORTED, ABORTED_BY_REQUEST)
+                info = self._require(conn, compaction_id, allowed, "abort")
+                if info.txn_id is not None and conn.execute(s.txns.update().where(
+                        s.txns.c.TXN_ID == info.txn_id, s.txns.c.TXN_STATE == TXN_OPEN)
+                        .values(TXN_STATE=TXN_ABORTED)).rowcount:
+                    TxnStore.release(conn, info.txn_id)
+                self._to_history(conn, info, CompactionState.ABORTED, message)
                 return "Successfully aborted compaction"
 
             results[compaction_id] = self.db.run(f"abort compaction {compaction_id}", abort)

@@ -341,6 +341,11 @@ class TxnStore:
     @staticmethod
     def _abort(conn: Connection, txn_id: int) -> None:
         conn.execute(s.txns.update().where(s.txns.c.TXN_ID == txn_id).values(TXN_STATE=TXN_ABORTED))
+        TxnStore.release(conn, txn_id)
+
+    @staticmethod
+    def release(conn: Connection, txn_id: int) -> None:
+        """What an aborted transaction no longer holds: its locks and the tables it named."""
         conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == txn_id))
         conn.execute(s.min_history_write_id.delete().where(s.min_history_write_id.c.MH_TXNID == txn_id))
 

@@ -204,6 +204,7 @@ def test_abort_a_queued_compaction(as_admin, tables):
     assert again.status_code == 409 and "aborted" in again.json()["detail"]
     assert as_admin.post(f"/acid/api/compactions/{tables['failed']}/abort").status_code == 409
     assert as_admin.post("/acid/api/compactions/99999/abort").status_code == 404
+    assert "Aborted by admin from the ACID view" in entry["error"]
 
 
 def _runs(dag_id: str):

@@ -192,9 +192,11 @@ def create_app() -> FastAPI:
         return _trigger(COMPACT_DAG, conf, user, f"{body.type} compaction of {where}, from the ACID view")
 
     @app.post("/api/compactions/{compaction_id}/abort", dependencies=[can_abort])
-    def abort(compaction_id: int, metastore: MetastoreDep) -> dict:
-        """ABORT COMPACTIONS for one entry: only an `initiated` one moves to history as `aborted`."""
-        message = metastore.compactions.abort_compactions([compaction_id])[compaction_id]
+    def abort(compaction_id: int, user: GetUserDep, metastore: MetastoreDep) -> dict:
+        """ABORT COMPACTIONS for one entry, waiting (`initiated`) or running (`working`: its transaction is aborted
+        with it, so nothing it writes becomes visible); the entry records who aborted it."""
+        message = metastore.compactions.abort_compactions([compaction_id], by=f"{user.get_name()} from the ACID view",
+                                                          working=True)[compaction_id]
         entry = metastore.compactions.get(compaction_id)
         aborted = message.startswith("Successfully")
         if not aborted:
