@@ -42,6 +42,7 @@ from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWr
 # least plan.MIN_PART_ROWS); local_runner has neither.
 Runner = Callable[[CompactionPlan], Sequence[BucketResult]]
 _log = logging.getLogger("acid_core.compaction")
+HEARTBEAT_SECONDS = 10.0  # at most: an abort (or a lost transaction) stops a compaction within this
 REFUSED_MESSAGE = "None of the compaction thresholds met, compaction request is refused!"  # Hive's text
 
 
@@ -261,7 +262,7 @@ class CompactionWorker:
         instead of finishing work it could no longer commit."""
         txns = self.metastore.txns
         timeout_s = txns.txn_timeout_ms / 1000
-        interval = max(1.0, timeout_s / 4)
+        interval = max(1.0, min(timeout_s / 4, HEARTBEAT_SECONDS))
         renewed = time.monotonic()
         failing_since: float | None = None
         while not attempt.stop.wait(interval if failing_since is None else min(interval, 5.0)):
