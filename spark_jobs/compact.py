@@ -22,6 +22,7 @@ from acid_core.compaction.attempt import describe
 from acid_core.compaction.batch import BatchWorker, QueueSelection
 from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.plan import CompactionPlan
+from acid_core.metastore.engine import outage_counts
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import AcidError, CompactionTaskError, one_line_cause
 from acid_core.metastore import Metastore
@@ -249,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         message = f"compaction {outcome.compaction_id}: {outcome.result}: {outcome.message}"
         stats = {"duration_seconds": round(time.monotonic() - started, 3), "events_read": outcome.events_read,
                  "events_written": outcome.inserts + outcome.deletes, "bytes_read": outcome.bytes_read,
-                 "bytes_written": outcome.bytes_written, "tasks": runner.tasks_total}
+                 "bytes_written": outcome.bytes_written, "tasks": runner.tasks_total,
+                 "metastore_retries": outage_counts()["failures"]}
         return _report(args.result_file, True, message, worker_id, stats)
     except Exception as exc:  # a Spark task failure arrives as a Py4J error wrapping the Python one
         if args.batch:

@@ -27,6 +27,7 @@ from acid_core.errors import AcidError, CompactionStateError, UsageError, one_li
 from acid_core.metastore import Metastore
 from acid_core.compaction.codes import CompactionType
 from acid_core.metastore.compactions import CompactionInfo
+from acid_core.metastore.engine import outage_counts
 
 # At most this many compactions share a Spark job (a big cluster's slots would otherwise claim hundreds at once,
 # all put back should the application die)
@@ -182,20 +183,23 @@ class BatchWorker:
         """Run claimed compactions of one table together (one Spark job when the runner can), each on its own."""
         for entry in group:
             self.on_start(entry)
-        started = self.clock()
+        started, retried = self.clock(), outage_counts()["failures"]
         outcomes = self.worker.run_claimed_group(group)
         duration = round(self.clock() - started, 3)
+        retries = {"metastore_retries": outage_counts()["failures"] - retried}  # counted once: on the group's first
         items = []
         for entry, outcome in zip(group, outcomes):
             if isinstance(outcome, BaseException):  # recorded failed in the queue by the worker; the next one runs
                 items.append(BatchItem(entry.id, "failed", f"compaction {entry.id} failed: {one_line_cause(outcome)}",
-                                       {"duration_seconds": duration}))
+                                       {"duration_seconds": duration, **retries}))
+                retries = {}
                 continue
             result = "refused" if outcome.result == Result.REFUSED.value else "compacted"
             items.append(BatchItem(entry.id, result, f"compaction {entry.id}: {outcome.result}: {outcome.message}", {
                 "duration_seconds": duration, "events_read": outcome.events_read,
                 "events_written": outcome.inserts + outcome.deletes, "bytes_read": outcome.bytes_read,
-                "bytes_written": outcome.bytes_written, "tasks": getattr(self.runner, "tasks_total", 0)}))
+                "bytes_written": outcome.bytes_written, "tasks": getattr(self.runner, "tasks_total", 0), **retries}))
+            retries = {}
         return items
 
 

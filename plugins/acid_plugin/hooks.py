@@ -116,12 +116,18 @@ class AcidMetastoreHook(BaseHook):
 
     @contextlib.contextmanager
     def metastore(self, **options: Any) -> Iterator[Metastore]:
-        """`with hook.metastore() as metastore:` — a new `Metastore`, closed when the block ends."""
+        """`with hook.metastore() as metastore:` — a new `Metastore`, closed when the block ends; the metastore
+        outages it waited out meanwhile are counted (`acid.metastore_retries`, `acid.metastore_unavailable`)."""
+        from acid_core.metastore.engine import outage_counts
+        from acid_plugin.metrics import emit_metastore_outages
+
+        before = outage_counts()
         store = self.get_metastore(**options)
         try:
             yield store
         finally:
             store.close()
+            emit_metastore_outages(before)
 
     def get_conn(self) -> Metastore:
         """Same as `get_metastore()`, for Airflow's generic hook interface."""

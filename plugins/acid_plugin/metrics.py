@@ -56,6 +56,25 @@ def emit_compaction(*, compaction_type: str, outcome: str, stats_of_run: Mapping
     for key in ("events_read", "events_written", "bytes_read", "bytes_written"):
         if key in stats_of_run:
             stats.incr(f"{PREFIX}.compaction_{key}", count=int(stats_of_run[key]), tags=tags)
+    if stats_of_run.get("metastore_retries"):  # the driver's: outages it waited out
+        stats.incr(f"{PREFIX}.metastore_retries", count=int(stats_of_run["metastore_retries"]))
+
+
+def emit_metastore_outages(since: Mapping[str, int], *, retries: int | None = None) -> None:
+    """Metastore outages this process waited out since `since` (`acid_core.metastore.engine.outage_counts`):
+    `acid.metastore_retries` (attempts that failed and were retried) and `acid.metastore_unavailable` (operations
+    that gave up); `retries` adds those another process (a Spark driver) reported. Nothing is sent for none."""
+    from acid_core.metastore.engine import outage_counts
+
+    now = outage_counts()
+    failed = now["failures"] - since.get("failures", 0) + (retries or 0)
+    gave_up = now["gave_up"] - since.get("gave_up", 0)
+    if failed or gave_up:
+        stats = _stats()
+        if failed:
+            stats.incr(f"{PREFIX}.metastore_retries", count=failed)
+        if gave_up:
+            stats.incr(f"{PREFIX}.metastore_unavailable", count=gave_up)
 
 
 def emit_cleaning(results) -> None:
