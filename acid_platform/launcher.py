@@ -16,6 +16,9 @@ pool `acid_compaction` through Airflow's ORM, create the demo tables. Then the w
 `airflow standalone` start, each in its own session; Ctrl-C or SIGTERM stops both and everything they started: the
 writer gets SIGTERM, the scheduler SIGTERM first (running tasks finish and report while the API server still answers),
 then standalone SIGINT (its own Ctrl-C), then SIGTERM and finally SIGKILL go to whatever is left in either session.
+Should the launcher itself be killed (SIGKILL, a closed terminal), its guard stops everything of the run within a few
+seconds (`acid_platform.processes`); a launcher finding processes of a dead one on its ACID_HOME stops them first.
+Linux only.
 
 Exit status: 0 after a requested stop, 1 when something failed (the message names the log to read), 2 on bad settings
 (checked before anything starts).
@@ -35,7 +38,9 @@ import urllib.request
 from pathlib import Path
 
 from acid_platform.bootstrap import set_up
-from acid_platform.processes import Child, rotate_log, start_child, stop_children, tail
+from acid_platform.processes import (RUN_VARIABLE, Child, Guard, describe, leftovers, port_holder, record_run,
+                                     rotate_log, run_marker, start_child, start_guard, stop_children,
+                                     stop_processes, tail)
 from acid_platform.settings import (SPARK_MASTER, Settings, check_java, check_port, load_settings,
                                         platform_environment, prepare_home)
 from acid_core.compaction.codes import CompactionState
@@ -43,6 +48,7 @@ from acid_core.errors import AcidError, UsageError, exit_status
 from acid_core.metastore.engine import redact
 
 HEALTH_PATH = "/api/v2/monitor/health"
+RUN_RECORD = "platform.pids"  # in ACID_HOME: the running launcher's mark and sessions (processes.record_run)
 STARTUP_TIMEOUT_S = 300.0
 WATCH_INTERVAL_S = 10.0
 
@@ -53,8 +59,10 @@ class Launcher:
     def __init__(self, settings: Settings, *, out=None) -> None:
         self.settings = settings
         self.out = out or sys.stdout
-        self.env = platform_environment(settings)
+        self.env = {**platform_environment(settings), RUN_VARIABLE: run_marker(settings.acid_home)}
         self.children: list[Child] = []
+        self.guard: Guard | None = None
+        self.sessions: set[int] = set()  # of every child started, for the run record
         self.stop_reason: str | None = None
         self.signals_seen = 0
         self._states: dict[int, CompactionState] = {}
@@ -62,7 +70,19 @@ class Launcher:
         self._store = None
 
     def say(self, message: str = "") -> None:
-        print(message, file=self.out, flush=True)
+        with contextlib.suppress(OSError):  # the terminal is gone (closed: SIGHUP); stopping goes on all the same
+            print(message, file=self.out, flush=True)
+
+    def _started(self, child: Child) -> Child:
+        """Track a child just started: its session to the guard and the run record, so neither the launcher's death
+        nor its guard's leaves it running."""
+        self.children.append(child)
+        self.sessions.add(child.sid)
+        if self.guard is not None:
+            self.guard.watch(child)
+        with contextlib.suppress(OSError):  # without the record a later start finds them by their mark only
+            record_run(self.settings.acid_home / RUN_RECORD, marker=self.env[RUN_VARIABLE], sessions=self.sessions)
+        return child
 
     # signals
     def _on_signal(self, signum, frame) -> None:
@@ -84,10 +104,9 @@ class Launcher:
         report = self.settings.airflow_home / "platform-setup.json"
         report.unlink(missing_ok=True)
         log = self.settings.logs / "setup.log"
-        child = start_child("set-up", [sys.executable, "-m", "acid_platform", "--setup-only", "--report",
-                                       str(report)], env=self.env, log=log, stop_signal=signal.SIGTERM,
-                            cwd=self.settings.acid_home)
-        self.children.append(child)
+        child = self._started(start_child("set-up", [sys.executable, "-m", "acid_platform", "--setup-only",
+                                                     "--report", str(report)], env=self.env, log=log,
+                                          stop_signal=signal.SIGTERM, cwd=self.settings.acid_home))
         while child.process.poll() is None and self.stop_reason is None:
             time.sleep(0.2)
         if self.stop_reason is not None:
@@ -203,9 +222,15 @@ class Launcher:
         self.say(f"DAGs, plugins  {settings.dags_folder}, {settings.plugins_folder}")
         self.say(f"logs           {settings.logs}")
         status = 0
-        for name in ("setup.log", "writer.log", "airflow-standalone.log", "metrics.log"):
+        for name in ("setup.log", "writer.log", "airflow-standalone.log", "metrics.log", "guard.log"):
             rotate_log(settings.logs / name)
         try:
+            try:
+                self.guard = start_guard(self.env[RUN_VARIABLE], log=settings.logs / "guard.log",
+                                         cwd=settings.acid_home)
+            except OSError as exc:
+                raise AcidError(f"could not start the guard that stops the platform should this launcher die: "
+                                f"{exc}") from None
             self.say("Setting up: Airflow DB (db migrate), connections acid_metastore and spark_default, "
                      "pools " + ", ".join(f"{name} ({slots} slot(s))" for name, slots in settings.airflow_pools.items())
                      + ", demo tables ...")
@@ -214,17 +239,17 @@ class Launcher:
             self._watch_compactions()
             writer_log = settings.logs / "writer.log"
             if settings.demo_writer:
-                self.children.append(start_child(
+                self._started(start_child(
                     "writer", [sys.executable, "-m", "acid_platform.demo"],  # URL from env; its log: standard error
                     env=self.env, log=writer_log, stop_signal=signal.SIGTERM, cwd=settings.acid_home))
             metrics_log = settings.logs / "metrics.log"
             if self.env.get("AIRFLOW__METRICS__STATSD_HOST") == "127.0.0.1":  # make run's own sink, not the user's
-                self.children.append(start_child(
+                self._started(start_child(
                     "metrics", [sys.executable, "-m", "acid_platform.metrics_sink",
                                 "--port", self.env["AIRFLOW__METRICS__STATSD_PORT"]],
                     env=self.env, log=metrics_log, stop_signal=signal.SIGTERM, cwd=settings.acid_home))
             airflow_log = settings.logs / "airflow-standalone.log"
-            self.children.append(start_child(
+            self._started(start_child(
                 "airflow", [str(Path(sys.executable).parent / "airflow"), "standalone"], env=self.env,
                 log=airflow_log, stop_signal=signal.SIGINT, cwd=settings.acid_home))  # stray files land there too
             self.say((f"Started the writer (log {writer_log}) and " if settings.demo_writer else "Started ")
@@ -261,9 +286,12 @@ class Launcher:
             reason = self.stop_reason or "an error"
             if self.children:
                 self.say(f"\nStopping ({reason}): {', '.join(child.name for child in self.children)} ...")
-                stop_children(self.children, hurry=lambda: self.signals_seen > 1, say=self.say)
+                if not stop_children(self.children, hurry=lambda: self.signals_seen > 1, say=self.say):
+                    (settings.acid_home / RUN_RECORD).unlink(missing_ok=True)
             if self._store is not None:
                 self._store.close()
+            if self.guard is not None:
+                self.guard.release()  # an orderly stop: nothing left for it
         self.say(f"Stopped{' after an error' if status else ''}. State kept in {settings.acid_home}; "
                  "`make run` again continues from it.")
         return status
@@ -312,6 +340,41 @@ def _lock_home(settings: Settings):
     return handle
 
 
+def _check_port(settings: Settings) -> None:
+    """`check_port`, naming the process that holds the port when it can be seen.
+
+    Raises:
+        UsageError: the port is taken.
+    """
+    try:
+        check_port(settings)
+    except UsageError as exc:
+        holder = port_holder(settings.port)
+        raise UsageError(f"{exc}; it is held by {holder}" if holder else str(exc)) from None
+
+
+def _stop_leftovers(settings: Settings, *, say=print) -> None:
+    """Stop the processes an earlier launcher on this ACID_HOME left running (it died, and so did its guard): with
+    the home's lock held, any process carrying a run's mark for this home, or in a session its run record lists, is
+    one. SQLite's locks go with them (a hot journal is rolled back by the next connection).
+
+    Raises:
+        AcidError: some of them could not be stopped (the message names them).
+    """
+    def find() -> dict[int, str]:
+        return leftovers(settings.acid_home, settings.acid_home / RUN_RECORD)
+
+    found = find()
+    if not found:
+        return
+    say(f"make run: {len(found)} process(es) of an earlier `make run` on ACID_HOME={settings.acid_home} are still "
+        f"running ({describe(found)}); stopping them")
+    left = stop_processes(find, grace_s=10.0)
+    if left:
+        raise AcidError(f"could not stop the process(es) an earlier `make run` left on ACID_HOME="
+                        f"{settings.acid_home}: {describe(left)}; stop them (kill -KILL <pid>) and run again")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m acid_platform", description=__doc__.split("\n\n")[0])
     parser.add_argument("--setup-only", action="store_true",
@@ -330,11 +393,24 @@ def main(argv: list[str] | None = None) -> int:
                 Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
             print(json.dumps(report, indent=2))
             return 0
-        check_port(settings)
+        if not sys.platform.startswith("linux"):
+            raise UsageError(f"make run runs on Linux only (it follows its processes through /proc), not on "
+                             f"{sys.platform}; run the platform in a Linux container or VM")
+        earlier = settings.acid_home.is_dir()
+        if not earlier:
+            _check_port(settings)  # before anything is created
         prepare_home(settings)
         lock = _lock_home(settings)
+    except AcidError as exc:
+        print(f"make run: {exc}", file=sys.stderr)
+        return exit_status(exc)
+    try:
+        if earlier:  # what a killed launcher left may hold the port: stop it first
+            _stop_leftovers(settings, say=lambda message: print(message, file=sys.stderr, flush=True))
+            _check_port(settings)
         check_java(platform_environment(settings))
     except AcidError as exc:
+        lock.close()
         print(f"make run: {exc}", file=sys.stderr)
         return exit_status(exc)
     try:

@@ -1,9 +1,18 @@
 """The processes `make run` starts, each in a session of its own, and stopping all of them and whatever they started
-(the scheduler first so a running compaction finishes, then SIGINT / SIGTERM / SIGKILL to what is left)."""
+(the scheduler first so a running compaction finishes, then SIGINT / SIGTERM / SIGKILL to what is left).
+
+Nothing outlives the launcher, however it ends. Every process it starts carries `ACID_PLATFORM_RUN=<launcher
+pid>@<ACID_HOME>` in its environment (inherited by all they start), and its children's sessions are known. A guard
+(`start_guard`, this file run as a script) in a session of its own reads a pipe from the launcher; at its end of file
+(the launcher died, even by SIGKILL) it stops every process carrying the mark or in those sessions: PR_SET_PDEATHSIG
+reaches only the launcher's children, not what `airflow standalone` starts. Should the guard die too, the next
+launcher on the same ACID_HOME stops what is left (`leftovers`, from the mark and the run record). Linux only (/proc).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +28,8 @@ STOP_GRACE_S = 30.0  # after SIGINT to standalone (SIGTERM to the writer), befor
 KILL_GRACE_S = 10.0  # after that SIGTERM, before SIGKILL
 LOG_MAX_BYTES = 10 * 1024 * 1024  # a child's log is rotated when it would pass this (airflow standalone: ~180 KB/min)
 LOG_BACKUPS = 2  # rotated logs kept: <name>.1 (newest) and <name>.2, so a log takes at most 3 x LOG_MAX_BYTES
+RUN_VARIABLE = "ACID_PLATFORM_RUN"  # in the environment of every process of a run: "<launcher pid>@<ACID_HOME>"
+GUARD_GRACE_S = 4.0  # after the launcher died: SIGTERM to what it left, SIGKILL after this
 
 
 def _die_with_parent(signum: int):
@@ -297,3 +308,206 @@ def tail(path: Path, lines: int = 25) -> str:
     except OSError:
         return ""
     return "\n".join("    " + line for line in text[-lines:])
+
+
+# --- nothing outlives the launcher ----------------------------------------------------------------------------------
+def run_marker(acid_home: Path) -> str:
+    """The value of RUN_VARIABLE for a run of this launcher on `acid_home`."""
+    return f"{os.getpid()}@{acid_home}"
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def platform_processes(*, marker: str | None = None, home: Path | None = None, sessions: Iterable[int] = (),
+                       since_ticks: int = 0) -> dict[int, str]:
+    """Live (not zombie) processes of a run, pid -> command line, this process left out: those whose environment holds
+    RUN_VARIABLE=`marker` (with `home` instead: any run's mark for that ACID_HOME), and those in `sessions` started
+    at or after `since_ticks` (clock ticks since boot, /proc/PID/stat field 22).
+
+    A process that retitles itself (setproctitle: Airflow's API server, executor workers, log servers) wipes the
+    environment /proc shows, so sessions are needed too. A session id is its leader's pid, which the kernel reuses
+    only once no process is left in that session: a session counts while its leader is gone or carries the mark.
+    Reads /proc: cost linear in the machine's processes; another user's processes never match a mark."""
+    prefix = f"{RUN_VARIABLE}=".encode()
+    table: dict[int, tuple[bytes, int, int]] = {}  # pid -> (state, session, start ticks)
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (stat := _read(f"/proc/{entry.name}/stat")):
+            fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) "
+            table[int(entry.name)] = (fields[0], int(fields[3]), int(fields[19]))
+    marks: dict[int, bool] = {}
+
+    def marked(pid: int) -> bool:
+        if pid not in marks:
+            marks[pid] = False
+            for variable in _read(f"/proc/{pid}/environ").split(b"\0"):
+                if variable.startswith(prefix):
+                    value = variable[len(prefix):].decode(errors="replace")
+                    marks[pid] = value == marker if marker is not None else \
+                        home is not None and value.partition("@")[2] == str(home)
+                    break
+        return marks[pid]
+
+    dead = (b"Z", b"X")
+    live_sessions = {session for session in sessions
+                     if session not in table or table[session][0] in dead or marked(session)}
+    found = {}
+    for pid, (state, session, start) in table.items():
+        if pid == os.getpid() or state in dead:
+            continue
+        if (session in live_sessions and start >= since_ticks) or marked(pid):
+            command = _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").strip()
+            found[pid] = command.decode(errors="replace")[:100]
+    return found
+
+
+def record_run(path: Path, *, marker: str, sessions: Iterable[int]) -> None:
+    """Write (whole, by rename) what a later launcher needs should this one and its guard die: the run's mark, the
+    sessions of its children and when it started (boot id and clock ticks: session ids are only pids)."""
+    record = {"run": marker, "boot_id": _read("/proc/sys/kernel/random/boot_id").decode().strip(),
+              "since_ticks": _start_ticks(os.getpid()), "sessions": sorted(sessions)}
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record) + "\n")
+    partial.replace(path)
+
+
+def leftovers(home: Path, record: Path) -> dict[int, str]:
+    """Processes of earlier runs on `home` still alive (with its lock held, so no launcher of it runs): those with a
+    run's mark for it, and those in the sessions `record` (`record_run`) lists, if it is from this boot."""
+    try:
+        recorded = json.loads(record.read_text())
+        if recorded["boot_id"] != _read("/proc/sys/kernel/random/boot_id").decode().strip():
+            raise ValueError("another boot")
+        sessions, since = [int(session) for session in recorded["sessions"]], int(recorded["since_ticks"])
+    except (OSError, ValueError, KeyError, TypeError):
+        sessions, since = [], 0
+    return platform_processes(home=home, sessions=sessions, since_ticks=since)
+
+
+def describe(processes: Mapping[int, str], limit: int = 6) -> str:
+    """"pid command, ..." for messages, at most `limit` of them."""
+    shown = [f"{pid} {command}".strip() for pid, command in sorted(processes.items())[:limit]]
+    return ", ".join(shown) + (f", ... ({len(processes)} in all)" if len(processes) > limit else "")
+
+
+def stop_processes(find, *, grace_s: float = GUARD_GRACE_S, kill_s: float = 5.0) -> dict[int, str]:
+    """SIGTERM (and SIGCONT) to every process `find()` returns (pid -> command line); after up to `grace_s` SIGKILL
+    to what `find()` returns then (what they started meanwhile too), again until none is left or `kill_s` passed.
+    Returns what is still there."""
+    def send(pids, signum: int) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+    left = find()
+    send(left, signal.SIGTERM)
+    send(left, signal.SIGCONT)  # a stopped one (Ctrl-Z, a debugger let go) acts on it too
+    for seconds, signum in ((grace_s, None), (kill_s, signal.SIGKILL)):
+        deadline = time.monotonic() + seconds
+        while left and time.monotonic() < deadline:
+            if signum is not None:
+                send(left, signum)
+            time.sleep(0.1)
+            left = find()
+    return left
+
+
+def port_holder(port: int) -> str | None:
+    """"pid N (command)" of the process listening on TCP `port` on this machine, when it can be seen (not another
+    user's process unless this one is root); None otherwise."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error, OSError):
+        for connection in psutil.net_connections(kind="tcp"):
+            if connection.status == psutil.CONN_LISTEN and connection.laddr and connection.laddr.port == port \
+                    and connection.pid:
+                with contextlib.suppress(psutil.Error):
+                    return f"pid {connection.pid} ({' '.join(psutil.Process(connection.pid).cmdline())[:100]})"
+                return f"pid {connection.pid}"
+    return None
+
+
+@dataclass(slots=True)
+class Guard:
+    """The launcher's end of the guard: `watch` names a child's session, `release` ends the guard after an orderly
+    stop. Should the launcher die instead, the pipe's end of file sets the guard to work."""
+
+    process: subprocess.Popen
+
+    def _send(self, line: str) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the guard is gone: nothing to tell
+            self.process.stdin.write(line.encode() + b"\n")
+            self.process.stdin.flush()
+
+    def watch(self, child: Child) -> None:
+        self._send(f"session {child.sid}")
+
+    def release(self, *, timeout: float = 10.0) -> None:
+        self._send("exit")
+        with contextlib.suppress(OSError, ValueError):
+            self.process.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=timeout)
+
+
+def start_guard(marker: str, *, log: Path, cwd: Path) -> Guard:
+    """Start the guard of the run `marker`: this file as a script (the standard library only, no package import) in
+    a session of its own, so neither the launcher's death nor a signal to its terminal or process group reaches it;
+    its output goes to `log`.
+
+    Raises:
+        OSError: it could not be started.
+    """
+    with open(log, "ab") as output:
+        output.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} guard of run {marker}\n".encode())
+        process = subprocess.Popen([sys.executable, "-I", str(Path(__file__).resolve()), "--guard", marker],
+                                   stdin=subprocess.PIPE, stdout=output, stderr=subprocess.STDOUT, cwd=cwd,
+                                   start_new_session=True)
+    return Guard(process)
+
+
+def _start_ticks(pid: int) -> int:
+    stat = _read(f"/proc/{pid}/stat")
+    return int(stat[stat.rindex(b")") + 2:].split()[19])
+
+
+def guard(marker: str, *, stream, out=None) -> int:
+    """The guard's loop: read the launcher's lines ("session <sid>", "exit") from `stream` until it ends; at its end
+    of file the launcher is gone without an orderly stop, so stop what carries `marker` or is in a watched session
+    (started after the guard: a session id is a pid, and may be reused). Returns 0, or 1 when something survived."""
+    out = out or sys.stdout
+    since, sessions = _start_ticks(os.getpid()), set()
+    for line in iter(stream.readline, b""):
+        word, _, value = line.decode(errors="replace").strip().partition(" ")
+        if word == "exit":
+            return 0
+        if word == "session" and value.isdigit():
+            sessions.add(int(value))
+
+    def find() -> dict[int, str]:
+        return platform_processes(marker=marker, sessions=sessions, since_ticks=since)
+
+    found = find()
+    if not found:
+        return 0
+    print(f"{time.strftime('%H:%M:%S')} the launcher ended without stopping {len(found)} process(es); stopping "
+          f"them: {describe(found)}", file=out, flush=True)
+    left = stop_processes(find)
+    if left:
+        print(f"{time.strftime('%H:%M:%S')} could not stop: {describe(left)}", file=out, flush=True)
+        return 1
+    print(f"{time.strftime('%H:%M:%S')} stopped them all", file=out, flush=True)
+    return 0
+
+
+if __name__ == "__main__":  # the guard: python -I acid_platform/processes.py --guard <marker>, the pipe on stdin
+    for ignored in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(ignored, signal.SIG_IGN)
+    if len(sys.argv) != 3 or sys.argv[1] != "--guard":
+        sys.exit("usage: processes.py --guard <run marker>, the launcher's pipe on standard input")
+    sys.exit(guard(sys.argv[2], stream=sys.stdin.buffer))

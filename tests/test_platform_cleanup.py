@@ -1,0 +1,255 @@
+"""`make run` leaves nothing behind (issue 23, item 7): a launcher killed with SIGKILL takes the writer, `airflow
+standalone` and everything standalone started with it (its guard stops them), a closed terminal stops the platform in
+order, and the next start on the same ACID_HOME stops what a dead launcher and guard left, then comes up.
+
+Each launcher runs on a pseudo-terminal that is its controlling terminal, as under `make run` in a shell, so closing
+the terminal sends it SIGHUP as the kernel does. All traffic stays on loopback.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import select
+import signal
+import socket
+import subprocess
+import sys
+import termios
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from test_platform import ROOT, _free_port, _kill_sessions, _leftovers, _sessions_of, clean_environment
+
+READY = "Press Ctrl-C to stop"
+STARTUP_S = 300.0
+GONE_WITHIN_S = 10.0  # the issue's bound: nothing of a SIGKILLed launcher left after this
+
+
+def _take_terminal() -> None:
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # the new session's controlling terminal: the pty on standard input
+
+
+class Run:
+    """`python -m acid_platform` as `make run` starts it, on a terminal of its own (a pty this test holds the master
+    side of)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.master, slave = pty.openpty()
+        try:
+            self.process = subprocess.Popen([sys.executable, "-m", "acid_platform"], env=env, cwd=ROOT, stdin=slave,
+                                            stdout=slave, stderr=slave, start_new_session=True,
+                                            preexec_fn=_take_terminal)
+        finally:
+            os.close(slave)
+        self.output = ""
+        self.sessions: set[int] = {self.process.pid}
+
+    def read(self, seconds: float) -> None:
+        """What the launcher printed within `seconds` (or until its terminal ends)."""
+        deadline = time.monotonic() + seconds
+        while self.master is not None and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.master], [], [], max(0.0, min(0.5, deadline - time.monotonic())))
+            if not ready:
+                continue
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:  # EIO: every process holding the terminal is gone
+                data = b""
+            if not data:
+                return
+            self.output += data.decode(errors="replace")
+
+    def wait_until_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_S
+        while READY not in self.output:
+            assert self.process.poll() is None, f"the launcher exited ({self.process.returncode}):\n{self.output}"
+            assert time.monotonic() < deadline, f"no ready message within {STARTUP_S:.0f} s:\n{self.output}"
+            self.read(1.0)
+
+    def snapshot(self) -> tuple[dict[int, float], set[int]]:
+        """Every process the launcher started so far (pid -> create time) and their sessions, for `_leftovers`."""
+        processes, sessions = _sessions_of(psutil.Process(self.process.pid))
+        processes[self.process.pid] = psutil.Process(self.process.pid).create_time()
+        self.sessions |= sessions
+        return processes, sessions
+
+    def child(self, word: str) -> psutil.Process:
+        """The launcher's child whose command line holds `word`."""
+        return next(process for process in psutil.Process(self.process.pid).children()
+                    if word in " ".join(process.cmdline()))
+
+    def close_terminal(self) -> None:
+        if self.master is not None:
+            os.close(self.master)
+            self.master = None
+
+    def end(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        _kill_sessions(self.sessions)
+        self.close_terminal()
+
+
+def _home_processes(home: Path) -> dict[int, str]:
+    """Live processes whose environment holds ACID_HOME=<home> (the launcher gives it to all it starts, and they pass
+    it on; a process that retitles itself wipes what /proc shows, the sessions find those), pid -> command line."""
+    wanted = f"ACID_HOME={home}".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+            if stat[stat.rindex(b")") + 2:].split()[0] == b"Z":
+                continue
+            if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()[:120]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _command(pid: int) -> str:
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return ""
+
+
+def _run_of(pid: int) -> str | None:
+    """The run mark (ACID_PLATFORM_RUN) in a process's environment: "" when it has none, None when it is gone or
+    retitled itself (setproctitle wipes the environment /proc shows)."""
+    try:
+        variables = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if not any(b"=" in variable for variable in variables):
+        return None
+    return next((v.split(b"=", 1)[1].decode() for v in variables if v.startswith(b"ACID_PLATFORM_RUN=")), "")
+
+
+def _left_of(home: Path, processes: dict[int, float], sessions: set[int]) -> list[str]:
+    """What is left of a run: its recorded processes and sessions, and anything on its ACID_HOME."""
+    left = set(_leftovers(processes, sessions))
+    left.update(f"{pid} {command}" for pid, command in _home_processes(home).items())
+    return sorted(left)
+
+
+def _wait_gone(home: Path, processes: dict[int, float], sessions: set[int], seconds: float) -> tuple[list, float]:
+    """Poll until nothing of the run is left or `seconds` passed; returns what is left and the time it took."""
+    start = time.monotonic()
+    left = _left_of(home, processes, sessions)
+    while left and time.monotonic() - start < seconds:
+        time.sleep(0.2)
+        left = _left_of(home, processes, sessions)
+    return left, time.monotonic() - start
+
+
+def _health(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _port_free(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return False
+    except OSError:
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.airflow
+def test_a_sigkilled_launcher_leaves_nothing_and_the_next_start_comes_up_and_stops_when_its_terminal_closes(tmp_path):
+    home = tmp_path / "home"
+    port = _free_port()
+    env = clean_environment(home, AIRFLOW__API__PORT=str(port))
+    first = Run(env)
+    second = None
+    try:
+        first.wait_until_ready()
+        processes, sessions = first.snapshot()
+        running = {pid: _command(pid) for pid in processes}
+        # standalone's own children (grandchildren of the launcher, no PR_SET_PDEATHSIG) are the ones at risk
+        for part in ("api_server", "airflow scheduler", "airflow triggerer", "acid_platform.demo"):
+            assert any(part in command for command in running.values()), (part, running)
+        unmarked = {pid: command for pid, command in running.items() if pid != first.process.pid
+                    and "--guard" not in command and _run_of(pid) not in (f"{first.process.pid}@{home}", None)}
+        assert unmarked == {}  # all the platform's processes carry the run's mark (processes.RUN_VARIABLE)
+
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(timeout=30)
+        left, took = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
+        print(f"after SIGKILL to the launcher, all {len(processes)} processes were gone in {took:.1f} s")
+        assert left == [], f"left {took:.1f} s after SIGKILL:\n" + "\n".join(left)
+        assert _port_free(port)
+        guard_log = (home / "logs" / "guard.log").read_text()
+        assert f"guard of run {first.process.pid}@{home}" in guard_log and "stopped them all" in guard_log, guard_log
+        first.close_terminal()
+
+        # The next start on the same home and port comes up; closing its terminal (SIGHUP) stops it in order.
+        second = Run(env)
+        second.wait_until_ready()
+        assert "earlier `make run`" not in second.output  # the guard left nothing to stop
+        assert _health(port)["metadatabase"]["status"] == "healthy"
+        processes, sessions = second.snapshot()
+        second.close_terminal()
+        status = second.process.wait(timeout=180)
+        assert status == 0  # a requested stop, the output to the closed terminal notwithstanding
+        left, took = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
+        assert left == [], "left after the terminal closed:\n" + "\n".join(left)
+        assert "stopped after" in (home / "logs" / "writer.log").read_text()  # SIGTERM from the launcher, in order
+        assert "without stopping" not in (home / "logs" / "guard.log").read_text()  # it left nothing to its guard
+    finally:
+        first.end()
+        if second is not None:
+            second.end()
+
+
+@pytest.mark.slow
+@pytest.mark.airflow
+def test_the_next_start_stops_what_a_dead_launcher_and_its_dead_guard_left(tmp_path):
+    home = tmp_path / "home"
+    port = _free_port()
+    env = clean_environment(home, AIRFLOW__API__PORT=str(port))
+    first = Run(env)
+    second = None
+    try:
+        first.wait_until_ready()
+        first.snapshot()
+        writer, guard = first.child("acid_platform.demo"), first.child("--guard")
+        writer.suspend()  # a leftover for sure: the SIGTERM it gets when the launcher dies waits while it is stopped
+        guard.kill()
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(timeout=30)
+        assert writer.is_running() and writer.pid in _home_processes(home)
+
+        second = Run(env)
+        second.wait_until_ready()
+        assert "process(es) of an earlier `make run`" in second.output and f"{writer.pid} " in second.output, \
+            second.output
+        assert _health(port)["metadatabase"]["status"] == "healthy"
+        processes, sessions = second.snapshot()
+        assert not writer.is_running() or writer.status() == psutil.STATUS_ZOMBIE
+        guard = second.child("--guard")
+        others = {pid: command for pid, command in _home_processes(home).items()
+                  if pid not in (second.process.pid, guard.pid)
+                  and _run_of(pid) not in (f"{second.process.pid}@{home}", None)}
+        assert others == {}  # nothing of the first run left
+
+        second.process.send_signal(signal.SIGKILL)
+        second.process.wait(timeout=30)
+        left, took = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
+        assert left == [], f"left {took:.1f} s after SIGKILL:\n" + "\n".join(left)
+    finally:
+        first.end()
+        if second is not None:
+            second.end()
