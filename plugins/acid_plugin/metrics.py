@@ -8,6 +8,7 @@ README's "Metrics and alerts" lists them. Nothing is sent when metrics are off (
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping
 
 from acid_core.metrics import PREFIX
@@ -21,18 +22,24 @@ def _stats():
     from airflow.sdk.observability.metrics import stats_utils
 
     factory = stats_utils.get_stats_factory()
-    if getattr(stats, "_factory", None) is not factory:  # the module keeps the factory it was initialised with
+    if getattr(_state(), "_factory", None) is not factory:  # the module keeps the factory it was initialised with
         close_client()
         stats.initialize(factory=factory, export_legacy_names=conf.getboolean("metrics", "legacy_names_on",
                                                                              fallback=False))
     return stats
 
 
-def close_client() -> None:
-    """Close the socket of the StatsD client Airflow's Stats holds, if any (`initialize` drops it unclosed)."""
+def _state():
+    """The module that holds Stats' factory and client (`airflow.sdk.observability.stats` re-exports its functions
+    only, not its globals)."""
     from airflow.sdk.observability import stats
 
-    client = getattr(getattr(stats, "_backend", None), "statsd", None)
+    return sys.modules[stats.initialize.__module__]
+
+
+def close_client() -> None:
+    """Close the socket of the StatsD client Airflow's Stats holds, if any (`initialize` drops it unclosed)."""
+    client = getattr(getattr(_state(), "_backend", None), "statsd", None)
     if callable(getattr(client, "close", None)):
         client.close()
 
