@@ -101,3 +101,18 @@ def test_dml_with_subqueries_ctes_and_a_merge_source_query(session):
     assert run(session, "SELECT id, name FROM t ORDER BY id") == [
         {"id": 1, "name": "a"}, {"id": 2, "name": "B"}, {"id": 3, "name": "C"}, {"id": 4, "name": "D"}]
     assert session.metastore.txns.show_transactions() == []
+
+
+def test_a_location_of_another_table_is_refused_on_the_spark_engine_too(session):
+    """CREATE TABLE ... LOCATION through a session whose DML runs on Spark: the catalog refuses another table's
+    location, inside it or around it, creates nothing, and DROP ... PURGE of neither takes the other's files."""
+    run(session, f"CREATE TABLE a (id int) {ACID}; INSERT INTO a VALUES (1), (2)")
+    where = session.metastore.catalog.get_table("default", "a").location
+    for location, words in ((where, "is the location of table default.a"),
+                            (f"{where}/inner", "is inside the location of table default.a"),
+                            (where.rsplit("/", 1)[0], "contains the location of table default.a")):
+        with pytest.raises(StatementError, match=words):
+            run(session, f"CREATE TABLE b (id int) STORED AS ORC LOCATION '{location}' "
+                         "TBLPROPERTIES ('transactional'='true')")
+        assert session.metastore.catalog.list_tables("default") == ["a"]
+    assert [r["id"] for r in run(session, "SELECT id FROM a ORDER BY id")] == [1, 2]
