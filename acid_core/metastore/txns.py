@@ -163,7 +163,7 @@ class TxnStore:
         return self.db.run("open transactions", lambda conn: self.open_in(conn, count, txn_type=txn_type,
                                                                            agent_info=agent_info, user=user,
                                                                            tables=names, token=token),
-                           single_statement=self.db.dialect == "postgresql" and not names, done_check=opened)
+                           single_statement=self.db.dialect == "postgresql", done_check=opened)
 
     def open_in(self, conn: Connection, count: int, *, txn_type: TxnType = TxnType.DEFAULT,
                 agent_info: str | None = None, user: str | None = None,
@@ -175,21 +175,31 @@ class TxnStore:
                   "agent": agent_info[:128] if agent_info else None, "type": int(txn_type), "count": count,
                   "token": token}
         if self.db.dialect == "postgresql":
-            ids = sorted(conn.execute(sa.text(
-                'WITH n AS (UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + :count RETURNING "NTXN_NEXT") '
-                'INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", '
+            # one statement: the counter, the transactions and the tables they name (each table's next write id:
+            # Hive's registerMinOpenWriteId)
+            named = ""
+            if tables:
+                pairs = ", ".join(f"(CAST(:d{i} AS varchar), CAST(:t{i} AS varchar))" for i in range(len(tables)))
+                values.update({f"d{i}": database for i, (database, _) in enumerate(tables)})
+                values.update({f"t{i}": table for i, (_, table) in enumerate(tables)})
+                named = (', m AS (INSERT INTO "MIN_HISTORY_WRITE_ID" ("MH_TXNID", "MH_DATABASE", "MH_TABLE", '
+                         '"MH_WRITEID") SELECT t."TXN_ID", v.d, v.t, COALESCE((SELECT "NWI_NEXT" FROM '
+                         '"NEXT_WRITE_ID" WHERE "NWI_DATABASE" = v.d AND "NWI_TABLE" = v.t), 1) '
+                         f'FROM t, (VALUES {pairs}) AS v(d, t))')
+            return sorted(conn.execute(sa.text(
+                'WITH n AS (UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + :count RETURNING "NTXN_NEXT"), '
+                't AS (INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", '
                 '"TXN_HOST", "TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE", "TXN_META_INFO") '
                 "SELECT g, 'o', :now, :now, :user, :host, :agent, 0, :type, :token "
-                'FROM n, generate_series(n."NTXN_NEXT" - :count, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID"'),
-                values).scalars().all())
-        else:
-            following = conn.execute(s.next_txn_id.update().values(NTXN_NEXT=s.next_txn_id.c.NTXN_NEXT + count)
-                                     .returning(s.next_txn_id.c.NTXN_NEXT)).scalar_one()
-            ids = list(range(following - count, following))
-            conn.execute(s.txns.insert(), [
-                {"TXN_ID": i, "TXN_STATE": TXN_OPEN, "TXN_STARTED": now, "TXN_LAST_HEARTBEAT": now,
-                 "TXN_USER": values["user"], "TXN_HOST": values["host"], "TXN_AGENT_INFO": values["agent"],
-                 "TXN_HEARTBEAT_COUNT": 0, "TXN_TYPE": values["type"], "TXN_META_INFO": token} for i in ids])
+                'FROM n, generate_series(n."NTXN_NEXT" - :count, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID")'
+                + named + ' SELECT "TXN_ID" FROM t'), values).scalars().all())
+        following = conn.execute(s.next_txn_id.update().values(NTXN_NEXT=s.next_txn_id.c.NTXN_NEXT + count)
+                                 .returning(s.next_txn_id.c.NTXN_NEXT)).scalar_one()
+        ids = list(range(following - count, following))
+        conn.execute(s.txns.insert(), [
+            {"TXN_ID": i, "TXN_STATE": TXN_OPEN, "TXN_STARTED": now, "TXN_LAST_HEARTBEAT": now,
+             "TXN_USER": values["user"], "TXN_HOST": values["host"], "TXN_AGENT_INFO": values["agent"],
+             "TXN_HEARTBEAT_COUNT": 0, "TXN_TYPE": values["type"], "TXN_META_INFO": token} for i in ids])
         if tables:
             nwi = s.next_write_id.c
             rows = []
