@@ -14,7 +14,9 @@ from airflow.sdk import dag, task
 NUMBERS = {"worker_timeout_seconds": Bounds(1), "txn_timeout_seconds": Bounds(1), "lease_timeout_seconds": Bounds(1),
            "history_succeeded": Bounds(0, 100), "history_failed": Bounds(0, 100),
            "history_did_not_initiate": Bounds(0, 100), "history_refused": Bounds(0, 100),
-           "history_timeout_seconds": Bounds(0), "working_warning_seconds": Bounds(1)}
+           "history_timeout_seconds": Bounds(0), "working_warning_seconds": Bounds(1),
+           "aborted_txns_threshold": Bounds(0), "delta_metrics_partitions": Bounds(0, 500),
+           "small_delta_pct": Bounds(0, 1, integer=False)}
 
 DOC_MD = """
 ### ACID housekeeping
@@ -37,9 +39,12 @@ revertTimedoutWorkers:
 
 Every step is a compare-and-swap or an idempotent delete, so overlapping runs are safe.
 
-Beside it, `metrics` sends Hive's ACID gauges (queue counts and ages, open and aborted transactions, locks) through
-Airflow's `Stats` (README, "Metrics and alerts"), and `alert_long_running` alerts once per attempt (the configured
-notifier) on each compaction `working` longer than `working_warning_seconds`.
+Beside it, `metrics` sends Hive's ACID gauges (queue counts and ages, initiator and worker hosts, open and aborted
+transactions, locks; then the delta counts of at most `delta_metrics_partitions` queued partitions, which it lists)
+through Airflow's `Stats` (README, "Metrics and alerts"); `alert_thresholds` checks them against the alert rules
+(Hive's and Cloudera's thresholds; the Variable `acid_alert_rules` changes them) and alerts (the configured notifier)
+once per level a rule rises to; `alert_long_running` alerts once per attempt on each compaction `working` longer
+than `working_warning_seconds`.
 """
 
 
@@ -66,6 +71,14 @@ notifier) on each compaction `working` longer than `working_warning_seconds`.
             604800, "metastore.compactor.history.retention.timeout in seconds"),
         "working_warning_seconds": NUMBERS["working_warning_seconds"].param(
             7200, "Alert (once per attempt) on a compaction working longer than this"),
+        "aborted_txns_threshold": NUMBERS["aborted_txns_threshold"].param(
+            1500, "metastore.acidmetrics.table.aborted.txns.threshold: tables_with_x_aborted_transactions counts "
+                  "partitions with more aborted transactions than this"),
+        "delta_metrics_partitions": NUMBERS["delta_metrics_partitions"].param(
+            100, "metastore.deltametrics.max.cache.size: queued partitions listed for the delta gauges each run "
+                 "(0: no delta gauges)"),
+        "small_delta_pct": NUMBERS["small_delta_pct"].param(
+            0.01, "metastore.deltametrics.delta.pct.threshold: a delta under this fraction of its base is small"),
     },
 )
 def acid_housekeeping():
@@ -98,16 +111,45 @@ def acid_housekeeping():
         return summary
 
     @task(multiple_outputs=False)  # one XCom, not one per gauge
-    def metrics() -> dict:
-        """Send Hive's ACID gauges through Airflow's Stats; returns them."""
-        from acid_core.metrics import collect, gauges
+    def metrics(params=None) -> dict:
+        """Send Hive's ACID gauges through Airflow's Stats, then the delta gauges (which list partitions); returns
+        `{"gauges": {name: value}, "about": {gauge: the partitions it is about}}` for `alert_thresholds`."""
+        import logging
+
+        from acid_core.metrics import collect, collect_deltas, delta_gauges, gauges, worst_partitions
         from acid_plugin.hooks import AcidMetastoreHook
         from acid_plugin.metrics import emit_gauges
+        from acid_plugin.params import check_numbers
 
+        log = logging.getLogger("airflow.task")
+        check_numbers(params, NUMBERS)
         with AcidMetastoreHook().metastore() as metastore:
-            values = gauges(collect(metastore))
-        emit_gauges(values)
-        return values
+            reading = collect(metastore, aborted_txns_threshold=int(params["aborted_txns_threshold"]))
+            values = gauges(reading)
+            emit_gauges(values)  # before any listing: a slow filesystem never delays these
+            about = {"tables_with_x_aborted_transactions": ", ".join(reading.aborted_txns_partitions)}
+            if int(params["delta_metrics_partitions"]) > 0:
+                deltas = collect_deltas(metastore, max_partitions=int(params["delta_metrics_partitions"]),
+                                        small_delta_pct=float(params["small_delta_pct"]))
+                for error in deltas.errors:
+                    log.warning("delta metrics: partition not listed: %s", error)
+                counted = delta_gauges(deltas)
+                emit_gauges(counted)
+                values.update(counted)
+                about.update({name: key for name, (key, _) in worst_partitions(deltas).items()})
+        return {"gauges": values, "about": about}
+
+    @task
+    def alert_thresholds(reading: dict, **context) -> list[str]:
+        """Check the gauges against the alert rules (Variable `acid_alert_rules`), alert once per level a rule
+        rises to; returns the rules alerted."""
+        from acid_core.alerts import threshold_alerts
+        from acid_plugin.alerts import configured_rules, send_escalations
+        from acid_plugin.hooks import AcidMetastoreHook
+
+        found = threshold_alerts(reading["gauges"], configured_rules(), about=reading["about"])
+        sent = send_escalations(context, found, conn_id=AcidMetastoreHook().acid_metastore_conn_id)
+        return [alert.kind for alert in sent]
 
     @task
     def alert_long_running(params=None, **context) -> list[int]:
@@ -135,7 +177,7 @@ def acid_housekeeping():
         return [alert.compaction_id for alert in fresh]
 
     housekeep_metastore()
-    metrics()
+    alert_thresholds(metrics())
     alert_long_running()
 
 

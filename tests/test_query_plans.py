@@ -17,7 +17,7 @@ from sqlalchemy import event
 from acid_core.compaction.initiator import initiator_cycle
 from acid_core.alerts import consecutive_failures, working_too_long
 from acid_core.housekeeping import housekeep
-from acid_core.metrics import collect
+from acid_core.metrics import collect, collect_deltas
 from acid_core.metastore.compactions import CompactionType
 from acid_core.metastore.txns import Operation
 
@@ -86,6 +86,8 @@ def test_hot_queries_search_indexes(ms, operation):
     ms.txns.allocate_write_ids([writer], "default", "t")
     ms.txns.add_components(writer, "default", "t", [None], Operation.UPDATE)
     cursor = initiator_cycle(ms, cursor=None, fetch_size=10, dry_run=True).cursor
+    if operation == "metrics and alerts":  # a queued partition for the delta gauges to list
+        ms.compactions.enqueue("default", "t", None, CompactionType.MAJOR)
     with captured(ms) as statements:
         if operation == "snapshot":
             ms.txns.snapshot(["default.t"], current_txn=still_open)
@@ -99,6 +101,7 @@ def test_hot_queries_search_indexes(ms, operation):
             ms.compactions.initiated(limit=100, other_than=("etl", "hot"), pool_timeout_ms=43_200_000)
         elif operation == "metrics and alerts":  # the metrics task, the long-running check, a failure's threshold
             collect(ms)
+            assert collect_deltas(ms).partitions
             working_too_long(ms, warning_ms=60_000)
             consecutive_failures(ms, "default", "t", None, limit=2)
         else:

@@ -4,8 +4,14 @@ The notifier is any `airflow.sdk.BaseNotifier` (the SMTP, Slack, ... providers' 
 named by the Airflow Variable `acid_notifier` (JSON `{"class": "module.Class", "kwargs": {...}}`) or, when the
 Variable is unset, by the environment variables `ACID_NOTIFIER` (import path) and `ACID_NOTIFIER_KWARGS` (a JSON
 object); by default `LogNotifier`, which writes the alert to the task log as a warning. The notifier is called with
-the task's context plus `acid_alert` (kind, summary, compaction_id, database, table, partition), so its templated
-fields can say `{{ acid_alert.summary }}`. A notifier that fails is logged and never changes the task's outcome.
+the task's context plus `acid_alert` (kind, level, summary, compaction_id, database, table, partition, and for a
+threshold rule's alert metric, value and threshold), so its templated fields can say `{{ acid_alert.summary }}`. A notifier that fails is logged and never changes the task's outcome.
+
+The threshold rules (`acid_core.alerts.DEFAULT_RULES`) take the deployment's thresholds from the Airflow Variable
+`acid_alert_rules` or, when it is unset, the environment variable `ACID_ALERT_RULES` (the same JSON either way:
+`{"<rule>": {"warning": <number or null>, "critical": <number or null>}}`, null turning a level off);
+`send_escalations` sends a rule's alert once per level it rises to (the Variable `acid_alert_levels.<connection>`
+remembers the levels sent).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Any, Sequence
 from airflow.sdk.bases.notifier import BaseNotifier
 
 NOTIFIER_VARIABLE = "acid_notifier"
+RULES_VARIABLE = "acid_alert_rules"
+LEVELS_VARIABLE = "acid_alert_levels"
 log = logging.getLogger("airflow.task")
 
 
@@ -26,7 +34,8 @@ class LogNotifier(BaseNotifier):
 
     template_fields: Sequence[str] = ("message",)
 
-    def __init__(self, *, message: str = "ACID alert {{ acid_alert.kind }}: {{ acid_alert.summary }}") -> None:
+    def __init__(self, *, message: str = "ACID alert {{ acid_alert.kind }} ({{ acid_alert.level }}): "
+                                         "{{ acid_alert.summary }}") -> None:
         super().__init__()
         self.message = message
 
@@ -72,7 +81,7 @@ def send_alerts(context: dict[str, Any] | None, alerts) -> int:
     is also logged; a notifier that cannot be built or fails is logged as an error, nothing is raised."""
     sent = 0
     for alert in alerts:
-        log.warning("ACID alert %s: %s", alert.kind, alert.summary)
+        log.warning("ACID alert %s (%s): %s", alert.kind, alert.level, alert.summary)
         try:
             notifier = configured_notifier()
             notifier({**(context or {}), "acid_alert": alert.as_dict()})
@@ -80,3 +89,51 @@ def send_alerts(context: dict[str, Any] | None, alerts) -> int:
         except Exception as exc:  # an alert must never change what the task reports
             log.error("ACID alert %s not sent: %s: %s", alert.kind, type(exc).__name__, exc)
     return sent
+
+
+def configured_rules():
+    """The threshold rules with the deployment's thresholds (see the module docstring).
+
+    Raises:
+        ValueError: the configuration is not a JSON object of rules, or names an unknown rule or a bad threshold.
+    """
+    from acid_core.alerts import rules_with
+    from acid_core.errors import UsageError
+    from airflow.sdk import Variable
+
+    text, where = Variable.get(RULES_VARIABLE, default=None), f"Airflow Variable {RULES_VARIABLE}"
+    if not text:
+        text, where = os.environ.get("ACID_ALERT_RULES") or "{}", "environment variable ACID_ALERT_RULES"
+    try:
+        overrides = json.loads(text)
+    except ValueError:
+        overrides = None
+    if not isinstance(overrides, dict):
+        raise ValueError(f'{where}: expected a JSON object {{"<rule>": {{"warning": <number or null>, '
+                         f'"critical": <number or null>}}}}, got {text[:200]!r}')
+    try:
+        return rules_with(overrides)
+    except UsageError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def send_escalations(context: dict[str, Any] | None, found, *, conn_id: str) -> list:
+    """Send the rule alerts in `found` whose level rose since the last call for this metastore connection
+    (`acid_core.alerts.escalations`), and remember the levels (the Variable `acid_alert_levels.<conn_id>`, written
+    only when they change). A rule that cleared is logged. Returns the alerts sent."""
+    from acid_core.alerts import escalations
+    from airflow.sdk import Variable
+
+    key = f"{LEVELS_VARIABLE}.{conn_id}"
+    try:
+        sent = json.loads(Variable.get(key, default="{}"))
+    except ValueError:
+        sent = {}
+    sent = sent if isinstance(sent, dict) else {}
+    fresh, levels = escalations(found, sent)
+    for kind in sorted(set(sent) - set(levels)):
+        log.info("ACID alert %s cleared (was %s)", kind, sent[kind])
+    send_alerts(context, fresh)
+    if levels != sent:
+        Variable.set(key, json.dumps(levels, sort_keys=True))
+    return fresh

@@ -2,8 +2,12 @@
 
 Names are `acid.*` (after the deployment's `statsd_prefix`/`otel_prefix`, default `airflow`): the gauges of
 `acid_core.metrics` from the `acid_housekeeping` DAG's `metrics` task every minute and from each initiator poll,
-per compaction a timer and counters from `AcidCompactionOperator`, per cleaning counters from `acid_cleaner`. The
-README's "Metrics and alerts" lists them. Nothing is sent when metrics are off (Airflow's NoStatsLogger).
+per compaction a timer and counters from `AcidCompactionOperator` and `acid_worker`'s batch tasks, per cleaning
+counters from `acid_cleaner`. Every name is one of `acid_core.metrics.all_metrics()` (`metric_name` refuses any
+other), which the README's "Metrics and alerts" table lists (`tests/test_metrics_table.py`). The `type` tag of a
+compaction's metrics reaches the wire with DogStatsD, OpenTelemetry, or StatsD with
+`[metrics] statsd_influxdb_enabled`; plain StatsD drops tags. Nothing is sent when metrics are off (Airflow's
+NoStatsLogger).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping
 
-from acid_core.metrics import PREFIX
+from acid_core.metrics import COMPACTION_OUTCOMES, RUN_COUNTERS, metric_name
 
 
 def _stats():
@@ -45,26 +49,28 @@ def close_client() -> None:
 
 
 def emit_gauges(values: Mapping[str, float]) -> None:
-    """Set each gauge (name -> value)."""
+    """Set each gauge (`acid.<name>` -> value, as `acid_core.metrics` names them)."""
     stats = _stats()
     for name, value in values.items():
         stats.gauge(name, value)
 
 
 def emit_compaction(*, compaction_type: str, outcome: str, stats_of_run: Mapping[str, Any]) -> None:
-    """One finished compaction run: its outcome counter (`acid.compaction_<outcome>`: `compacted`, `refused`, `failed`,
-    `interrupted`, `aborted`), and (when the driver reported them) its duration timer and events and bytes read and
-    written."""
+    """One finished compaction run: its outcome counter (`acid.compaction_<outcome>`, one of COMPACTION_OUTCOMES:
+    `compacted`, `refused`, `failed`, `interrupted`, `aborted`, `busy` (another worker had claimed it), `error` (any
+    other ending: the entry vanished or is in a state no run leaves)), and (when the driver reported them) its
+    duration timer and events and bytes read and written."""
     stats = _stats()
     tags = {"type": compaction_type.lower()}
-    stats.incr(f"{PREFIX}.compaction_{outcome.replace(' ', '_')}", tags=tags)
+    outcome = outcome.replace(" ", "_")
+    stats.incr(metric_name(f"compaction_{outcome if outcome in COMPACTION_OUTCOMES else 'error'}"), tags=tags)
     if "duration_seconds" in stats_of_run:
-        stats.timing(f"{PREFIX}.compaction_duration", float(stats_of_run["duration_seconds"]) * 1000, tags=tags)
-    for key in ("events_read", "events_written", "bytes_read", "bytes_written"):
+        stats.timing(metric_name("compaction_duration"), float(stats_of_run["duration_seconds"]) * 1000, tags=tags)
+    for key in RUN_COUNTERS:
         if key in stats_of_run:
-            stats.incr(f"{PREFIX}.compaction_{key}", count=int(stats_of_run[key]), tags=tags)
+            stats.incr(metric_name(f"compaction_{key}"), count=int(stats_of_run[key]), tags=tags)
     if stats_of_run.get("metastore_retries"):  # the driver's: outages it waited out
-        stats.incr(f"{PREFIX}.metastore_retries", count=int(stats_of_run["metastore_retries"]))
+        stats.incr(metric_name("metastore_retries"), count=int(stats_of_run["metastore_retries"]))
 
 
 def emit_metastore_outages(since: Mapping[str, int], *, retries: int | None = None) -> None:
@@ -79,9 +85,9 @@ def emit_metastore_outages(since: Mapping[str, int], *, retries: int | None = No
     if failed or gave_up:
         stats = _stats()
         if failed:
-            stats.incr(f"{PREFIX}.metastore_retries", count=failed)
+            stats.incr(metric_name("metastore_retries"), count=failed)
         if gave_up:
-            stats.incr(f"{PREFIX}.metastore_unavailable", count=gave_up)
+            stats.incr(metric_name("metastore_unavailable"), count=gave_up)
 
 
 def emit_cleaning(results) -> None:
@@ -89,7 +95,7 @@ def emit_cleaning(results) -> None:
     failed, and the directories and bytes removed (dry runs count nothing)."""
     stats = _stats()
     done = [r for r in results if r.outcome != "dry run"]
-    stats.incr(f"{PREFIX}.cleaner_cleaned", count=sum(1 for r in done if r.outcome == "cleaned"))
-    stats.incr(f"{PREFIX}.cleaner_errors", count=sum(1 for r in done if r.outcome in ("error", "failed")))
-    stats.incr(f"{PREFIX}.cleaner_directories_removed", count=sum(len(r.removed) for r in done))
-    stats.incr(f"{PREFIX}.cleaner_bytes_removed", count=sum(r.bytes_removed for r in done))
+    stats.incr(metric_name("cleaner_cleaned"), count=sum(1 for r in done if r.outcome == "cleaned"))
+    stats.incr(metric_name("cleaner_errors"), count=sum(1 for r in done if r.outcome in ("error", "failed")))
+    stats.incr(metric_name("cleaner_directories_removed"), count=sum(len(r.removed) for r in done))
+    stats.incr(metric_name("cleaner_bytes_removed"), count=sum(r.bytes_removed for r in done))

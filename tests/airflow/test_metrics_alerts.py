@@ -1,7 +1,8 @@
 """Metrics, progress and alerts through the real DAGs (`dag.test()`): a StatsD listener on loopback receives the
-README's `acid.*` metrics while a real spark-submit compaction and a cleaning run; the compaction task logs its Spark
+README's `acid.*` metrics while a real spark-submit compaction and a cleaning run (every name received is in the
+README's metrics table; the `type` tag is on the wire, InfluxDB style); the compaction task logs its Spark
 application id (also its HadoopJobId) and progress lines; the configured notifier fires on a failed compaction, on
-the failed threshold and on a compaction working too long.
+the failed threshold, on a compaction working too long, and once per level on the threshold rules.
 
 Airflow's `[metrics]` settings are read from the environment when the StatsD client is made, so the module sets them
 (and points Airflow's task-side Stats at the listener) before its first DAG run, and puts them back afterwards.
@@ -18,6 +19,7 @@ import time
 import pytest
 
 from dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
+from readme_metrics import documented_metrics
 
 from airflow.sdk.bases.notifier import BaseNotifier
 
@@ -70,16 +72,28 @@ class StatsdListener:
                 continue
             self.lines.extend(data.decode().splitlines())
 
-    def values(self, name: str, kind: str) -> list[float]:
-        """The values received for `airflow.<name>` of StatsD type `kind` (c, g, ms)."""
+    def received(self) -> list[tuple[str, dict[str, str], float, str]]:
+        """Every line received: (name, its InfluxDB-style tags, value, StatsD type)."""
         time.sleep(0.3)  # UDP: let the last packets arrive
         found = []
         for line in list(self.lines):
             metric, _, rest = line.partition(":")
             value, _, metric_kind = rest.partition("|")
-            if metric == f"airflow.{name}" and metric_kind.split("|")[0] == kind:
-                found.append(float(value))
+            name, *tags = metric.split(",")
+            found.append((name, dict(tag.split("=", 1) for tag in tags), float(value), metric_kind.split("|")[0]))
         return found
+
+    def values(self, name: str, kind: str, **tags: str) -> list[float]:
+        """The values received for `airflow.<name>` of StatsD type `kind` (c, g, ms), with these tags if any."""
+        return [value for metric, sent_tags, value, metric_kind in self.received()
+                if metric == f"airflow.{name}" and metric_kind == kind and tags.items() <= sent_tags.items()]
+
+    def undocumented(self) -> set[str]:
+        """The `acid.*` names received that the README's metrics table does not list (or with another type)."""
+        kinds = {"c": "counter", "g": "gauge", "ms": "timer"}
+        documented = documented_metrics()
+        return {f"{name} ({kind})" for name, _, _, kind in self.received() if name.startswith("airflow.acid.")
+                and documented.get(name.removeprefix("airflow.acid.")) != kinds.get(kind)}
 
     def close(self) -> None:
         self._stop.set()
@@ -102,6 +116,7 @@ def statsd(tmp_path_factory):
         patch.setenv("AIRFLOW__METRICS__STATSD_HOST", "127.0.0.1")
         patch.setenv("AIRFLOW__METRICS__STATSD_PORT", str(listener.port))
         patch.setenv("AIRFLOW__METRICS__STATSD_PREFIX", "airflow")
+        patch.setenv("AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED", "True")  # tags on the wire: `name,type=major:1|c`
         patch.setenv("ACID_NOTIFIER", f"{__name__}.RecordingNotifier")
         patch.setenv("ACID_NOTIFIER_KWARGS", json.dumps({"path": str(alerts)}))
         patch.setenv("ACID_PROGRESS_SECONDS", "0.5")
@@ -153,6 +168,7 @@ def test_a_compaction_and_its_cleaning_send_the_documented_metrics_and_log_progr
     [base] = [name for name in dirs(location) if name.startswith("base_")]
     fs_bytes = sum(e.size for e in _files(location, base))
     assert statsd.values("acid.compaction_compacted", "c") == [1]
+    assert statsd.values("acid.compaction_compacted", "c", type="major") == [1]  # the README's `type` tag
     assert statsd.values("acid.compaction_events_read", "c") == [6_000]
     assert statsd.values("acid.compaction_events_written", "c") == [6_000]
     assert statsd.values("acid.compaction_bytes_written", "c") == [fs_bytes]
@@ -172,10 +188,13 @@ def test_a_compaction_and_its_cleaning_send_the_documented_metrics_and_log_progr
     housekept = dagbag.get_dag("acid_housekeeping").test(run_conf=HOUSEKEEPING)
 
     assert housekept.state == "success"
-    gauges = returned(housekept, "metrics")
+    gauges = returned(housekept, "metrics")["gauges"]
     assert gauges["acid.compaction_num_initiated"] == 0 and gauges["acid.num_open_transactions"] == 0
+    assert gauges["acid.compaction_num_workers"] == 1  # this host's worker, within the hour
+    assert gauges["acid.compaction_num_obsolete_deltas"] == 0  # cleaned: nothing queued, nothing listed
     for name, value in gauges.items():
         assert statsd.values(name, "g")[-1] == value
+    assert statsd.undocumented() == set()
 
 
 def _files(location: str, name: str):
@@ -209,6 +228,7 @@ def test_notifier_fires_on_a_failed_compaction_and_on_the_failed_threshold(acid_
     assert alerts[0]["line"].startswith(f"compaction_failed|compaction {ids[0]} (major) of default.t failed: ")
     assert "the last 2 compactions failed" in alerts[2]["line"] and alerts[2]["dag_id"] == "acid_worker"
     assert len(statsd.values("acid.compaction_failed", "c")) == len(failed_before) + 2
+    assert statsd.undocumented() == set()
 
 
 @pytest.mark.airflow
@@ -232,6 +252,78 @@ def test_housekeeping_alerts_once_on_a_compaction_working_too_long(acid_connecti
     assert returned(second, "alert_long_running") == []  # once per attempt
     [alert] = _alerts(statsd)[before:]
     assert alert["alert"]["kind"] == "working_too_long" and "job local-7" in alert["line"]
-    assert returned(first, "metrics")["acid.compaction_num_working"] == 1
+    assert returned(first, "metrics")["gauges"]["acid.compaction_num_working"] == 1
     assert statsd.values("acid.compaction_num_working", "g")[-1] == 1
     assert statsd.values("acid.compaction_oldest_working_age_in_sec", "g")[-1] >= 1
+    assert statsd.undocumented() == set()
+
+
+@pytest.mark.airflow
+def test_threshold_rules_alert_once_per_level_with_the_partition_and_the_deployments_thresholds(
+        acid_connection, make_ms, dagbag, statsd, monkeypatch):
+    from airflow.models import Variable
+
+    from acid_core.compaction.worker import CompactionWorker
+    from acid_core.metastore.compactions import CompactionType
+
+    Variable.delete("acid_alert_levels.acid_metastore")  # levels another test's metastore left
+    ms = make_ms()
+    _table(ms, "piled", 3, 2)
+    _table(ms, "waiting", 1, 1)
+    compacted = ms.compactions.enqueue("default", "piled", None, CompactionType.MAJOR).compaction_id
+    CompactionWorker(ms, job_id="local-9").run(compacted)  # ready for cleaning: its three deltas are obsolete
+    ms.compactions.enqueue("default", "waiting", None, CompactionType.MAJOR)
+    time.sleep(1.1)
+    monkeypatch.setenv("ACID_ALERT_RULES", json.dumps({"oldest_initiated_compaction": {"warning": 0.5},
+                                                       "obsolete_deltas": {"warning": 2}}))
+    before = len(_alerts(statsd))
+
+    first = dagbag.get_dag("acid_housekeeping").test(run_conf=HOUSEKEEPING)
+    second = dagbag.get_dag("acid_housekeeping").test(run_conf=HOUSEKEEPING)
+    monkeypatch.setenv("ACID_ALERT_RULES", json.dumps({"oldest_initiated_compaction": {"warning": 0.5,
+                                                                                        "critical": 1}}))
+    third = dagbag.get_dag("acid_housekeeping").test(run_conf=HOUSEKEEPING)
+
+    assert first.state == second.state == third.state == "success"
+    assert sorted(returned(first, "alert_thresholds")) == ["obsolete_deltas", "oldest_initiated_compaction"]
+    assert returned(second, "alert_thresholds") == []  # the same levels: not again
+    assert returned(third, "alert_thresholds") == ["oldest_initiated_compaction"]  # risen to critical
+    sent = [a["alert"] for a in _alerts(statsd)[before:]]
+    assert [(a["kind"], a["level"]) for a in sent] == [
+        ("oldest_initiated_compaction", "warning"), ("obsolete_deltas", "warning"),
+        ("oldest_initiated_compaction", "critical")]
+    obsolete = sent[1]
+    assert obsolete["summary"].startswith("default.piled has 3 obsolete deltas still on disk (over 2: warning, ")
+    assert (obsolete["metric"], obsolete["value"], obsolete["threshold"]) == ("compaction_num_obsolete_deltas", 3, 2)
+    assert returned(first, "metrics")["gauges"]["acid.compaction_num_active_deltas"] == 1  # waiting's one delta
+    assert statsd.values("acid.compaction_num_obsolete_deltas", "g")[-1] == 3
+    assert statsd.undocumented() == set()
+
+    monkeypatch.setenv("ACID_ALERT_RULES", json.dumps({"no_such_rule": {"warning": 1}}))
+    refused = dagbag.get_dag("acid_housekeeping").test(run_conf=HOUSEKEEPING)
+    assert task_states(refused)["alert_thresholds"] == "failed"
+    assert task_states(refused)["metrics"] == "success"
+
+
+@pytest.mark.airflow
+def test_every_counter_and_timer_reaches_the_wire_under_its_documented_name_and_type_tag(statsd):
+    from acid_core.compaction.cleaner import CleanResult
+    from acid_core.metastore.engine import outage_counts
+    from acid_core.metrics import COMPACTION_OUTCOMES, all_metrics
+    from acid_plugin.metrics import emit_cleaning, emit_compaction, emit_metastore_outages
+
+    start = len(statsd.lines)
+    run = {"duration_seconds": 1.5, "events_read": 10, "events_written": 8, "bytes_read": 100, "bytes_written": 80,
+           "metastore_retries": 1}
+    for outcome in COMPACTION_OUTCOMES:
+        emit_compaction(compaction_type="MINOR", outcome=outcome, stats_of_run=run)
+    emit_compaction(compaction_type="MINOR", outcome="something new", stats_of_run={})  # counted as an error
+    emit_cleaning([CleanResult(1, "default.t", None, "cleaned", removed=("delta_1_1",), bytes_removed=5)])
+    now = outage_counts()
+    emit_metastore_outages({"failures": now["failures"] - 1, "gave_up": now["gave_up"] - 1})
+
+    names = {name.removeprefix("airflow.acid.") for name, _, _, kind in statsd.received()[start:] if kind != "g"}
+    assert names == {name for name, metric in all_metrics().items() if metric.kind != "gauge"}
+    assert statsd.values("acid.compaction_error", "c", type="minor")[-2:] == [1, 1]
+    assert statsd.values("acid.compaction_duration", "ms", type="minor")[-1] == 1500
+    assert statsd.undocumented() == set()

@@ -1,0 +1,61 @@
+"""The README's "Metrics and alerts" tables, parsed: shared by the fast check against the code
+(`test_metrics_table.py`) and the Airflow metrics test (what arrived on the wire). Imported as a top-level module
+(pytest puts `tests/` on `sys.path`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+SECTION = "### Metrics and alerts"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One table row: its cells, and the backticked names of its first cell."""
+
+    cells: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+def _tables() -> list[list[Row]]:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n{SECTION}\n")
+    end = text.index("\n### ", start + 1)
+    tables, current = [], None
+    for line in text[start:end].splitlines():
+        if not line.startswith("|"):
+            current = None
+            continue
+        cells = tuple(cell.strip() for cell in line.strip().strip("|").split("|"))
+        if current is None:  # the header row opens a table
+            current = []
+            tables.append(current)
+            continue
+        if set(cells[0]) <= set("-: "):
+            continue
+        current.append(Row(cells, tuple(re.findall(r"`([^`]+)`", cells[0]))))
+    return tables
+
+
+def metrics_table() -> list[Row]:
+    """The metrics table: name(s) | type | Hive constant(s) | sent by | meaning."""
+    return _tables()[0]
+
+
+def alerts_table() -> list[Row]:
+    """The alerts table: kind | level and default threshold | sent by | source of the threshold."""
+    return _tables()[1]
+
+
+def documented_metrics() -> dict[str, str]:
+    """Every metric name of the metrics table (after `acid.`) -> its kind (`gauge`, `counter` or `timer`)."""
+    found = {}
+    for row in metrics_table():
+        kind = row.cells[1].split()[0].rstrip(",")
+        for name in row.names:
+            assert name not in found, f"{name} is in the README's metrics table twice"
+            found[name] = kind
+    return found
