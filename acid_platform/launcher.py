@@ -261,7 +261,8 @@ class Launcher:
                 self.say(line)
             self.say(f"  health:   {_health_summary(health)}")
             if any(child.name == "metrics" for child in self.children):
-                self.say(f"  metrics:  {metrics_log} (StatsD received on udp://127.0.0.1:"
+                self.say(f"  metrics:  {metrics_log.parent / 'acid-metrics.log'} (acid.*; everything, Airflow's too: "
+                         f"{metrics_log.name}; StatsD received on udp://127.0.0.1:"
                          f"{self.env['AIRFLOW__METRICS__STATSD_PORT']})")
             self.say(f"  DAGs run every {self.env['ACID_INITIATOR_INTERVAL_SECONDS']} s (initiator) / "
                      f"{self.env['ACID_WORKER_INTERVAL_SECONDS']} s (worker) / "

@@ -193,6 +193,8 @@ def platform_environment(settings: Settings, base: Mapping[str, str] | None = No
         "AIRFLOW__METRICS__STATSD_ON": "True",
         "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
         "AIRFLOW__METRICS__STATSD_PORT": str(8125 if _udp_bindable(8125) else _free_port(socket.SOCK_DGRAM)),
+        # tags (the compaction type) on the wire, as InfluxDB-style StatsD: plain StatsD would drop them
+        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
         **DEMO_INTERVALS,
     }
     for name, value in defaults.items():
