@@ -9,7 +9,7 @@ from __future__ import annotations
 from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
 from acid_plugin.assets import COMPACTED, COMPACTED_TABLES
 from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
-from acid_plugin.params import PARTITION_EXPECTED, Bounds, table_params
+from acid_plugin.params import PARTITION, PARTITION_EXPECTED, POOL_NAME, Bounds, table_params
 from airflow.sdk import Param, dag, task
 
 NUMBERS = {"number_of_buckets": Bounds(1, MAX_REBALANCE_BUCKETS)}
@@ -41,8 +41,10 @@ With `wait` false the worker DAG of its pool (`acid_worker`, or `acid_worker_<po
   else its database's, else `default`. With `wait` false the pool's worker DAG runs it (`acid_worker_<pool>` for a
   pool of ACID_COMPACTION_POOLS, else `acid_worker`); with `wait` this run does, in the `acid_compaction` pool.
 - When a compaction of the same partition is already queued, its id is used and reported.
-- Unknown tables, tables that are not full ACID, malformed or unknown partitions and out-of-range numbers fail
-  `enqueue` with one line naming the problem (an unknown partition: with the table's partitions); nothing is queued.
+- `database` and `table` are required (no default). A malformed name or partition, an unknown type or pool name
+  and an out-of-range number are refused by the trigger itself (form or REST API: a 400 with the param's message;
+  no run is made). Unknown tables, tables that are not full ACID and unknown partitions fail `enqueue` with one line
+  naming the problem (an unknown partition: with the table's partitions), no traceback; nothing is queued.
   `enqueue`'s XCom `outcome` says the same for API callers: `{"ok": false, "reason": ..., "partitions": [...]}`.
 - `enqueue` returns the compaction ids (XCom `outcome`: `{"ok": true, "compaction_ids": [...], ...}`); `compact`
   is mapped over them, each labelled `<id>: <type> <db.table> partition <name>`, and returns
@@ -63,13 +65,13 @@ With `wait` false the worker DAG of its pool (`acid_worker`, or `acid_worker_<po
     doc_md=DOC_MD,
     params={
         **table_params(),
-        "partition": Param(None, type=["null", "string"], maxLength=1000,
+        "partition": Param(None, type=["null", "string"], pattern=PARTITION, maxLength=1000,
                            description=f"Partition name, {PARTITION_EXPECTED}; empty: the whole table (every "
                                        "partition that needs it, on a partitioned table)."),
         "type": Param("major", type="string", enum=list(REQUESTABLE_TYPES), description="Compaction type."),
         "number_of_buckets": NUMBERS["number_of_buckets"].param(
             None, "rebalance only: CLUSTERED INTO n BUCKETS (empty: the number of bucket ids the partition has now)",
-            nullable=True),
+            nullable=True, refuse_on_trigger=True),
         "pyspark_memory": Param(None, type=["null", "string"], maxLength=32,
                                 description="The Spark job's Python worker memory cap (spark.executor.pyspark.memory"
                                             ", a Spark size such as 3g) for this run; empty: the table's "
@@ -78,14 +80,14 @@ With `wait` false the worker DAG of its pool (`acid_worker`, or `acid_worker_<po
                             description="This run's WITH OVERWRITE TBLPROPERTIES: compactor.spark.<setting> (e.g. "
                                         "compactor.spark.executor.memory: 8g) and the job queue "
                                         "(compactor.hive.compactor.job.queue), over the table's and the database's."),
-        "pool": Param(None, type=["null", "string"], maxLength=128,
+        "pool": Param(None, type=["null", "string"], pattern=POOL_NAME,
                       description="Compaction pool (POOL 'name': letters, digits, _, - and .); empty: the table's or "
                                   "database's hive.compactor.worker.pool, else default."),
         "wait": Param(True, type="boolean", description="Run the compactions on Spark in this DAG run."),
     },
 )
 def acid_compact():
-    @task(map_index_template="{{ acid_request }}")
+    @task(map_index_template="{{ acid_request }}", retries=0)  # a refusal is final (outcomes.refuse)
     def enqueue(params=None, ti=None) -> list[int]:
         """Check the request, queue the compactions; returns their ids (an already queued one's id is reused)."""
         return _enqueue(params, ti)
@@ -113,7 +115,7 @@ def _enqueue(params, ti) -> list[int]:
     import logging
 
     from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
-    from acid_core.compaction.requests import PARTITIONS_SHOWN, listed, partitions_to_compact
+    from acid_core.compaction.requests import PARTITIONS_SHOWN, partitions_to_compact, require_partition
     from acid_core.errors import AcidError, NoSuchObjectError
     from acid_core.layout import parse_partition_dir_name
     from acid_core.metastore.properties import PYSPARK_MEMORY_PROPERTY, spark_conf_of
@@ -144,11 +146,12 @@ def _enqueue(params, ti) -> list[int]:
                              **request)
             if info.partition_keys and partition is not None:
                 name = info.partition_name(parse_partition_dir_name(partition))
-                known = [p.name for p in metastore.catalog.list_partitions(info.database, info.name)]
-                if name not in known:
-                    raise refuse(ti, f"acid_compact: table {info.full_name} has no partition {name!r}; its "
-                                     f"partitions: {listed(known)}", **request, partitions=known[:PARTITIONS_SHOWN],
-                                 more_partitions=max(0, len(known) - PARTITIONS_SHOWN))
+                try:
+                    require_partition(metastore, info, name)  # `acid sql`'s rule and words
+                except NoSuchObjectError as exc:  # the outcome lists the partitions for API callers
+                    known = [p.name for p in metastore.catalog.list_partitions(info.database, info.name)]
+                    raise refuse(ti, f"acid_compact: {exc}", **request, partitions=known[:PARTITIONS_SHOWN],
+                                 more_partitions=max(0, len(known) - PARTITIONS_SHOWN)) from None
                 targets = [name]
             elif info.partition_keys:
                 targets = partitions_to_compact(metastore, info)

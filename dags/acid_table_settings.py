@@ -23,9 +23,10 @@ reads:
 - `delta_pct_threshold` → `compactorthreshold.hive.compactor.delta.pct.threshold` (number >= 0).
 - `clear_thresholds` removes both threshold properties (cannot be combined with new threshold values).
 
-An unknown or non-transactional table, or a value out of range (`-1`), fails the run with one line saying what is
-expected and changes nothing (the XCom `outcome` says the same: `{"ok": false, "reason": ...}`). Returns the table's
-resulting properties (one XCom).
+`database` and `table` are required (no default). A malformed name, a choice not listed or a threshold out of range
+(`-1`) is refused by the trigger itself (form or REST API: a 400 with the param's message; no run is made). An
+unknown or non-transactional table fails the run with one line saying so, no traceback, and changes nothing (the
+XCom `outcome` says the same: `{"ok": false, "reason": ...}`). Returns the table's resulting properties (one XCom).
 """
 
 
@@ -41,14 +42,14 @@ resulting properties (one XCom).
         "no_auto_compaction": Param("leave", type="string", enum=["leave", "true", "false", "clear"],
                                     description="Set NO_AUTO_COMPACTION to true/false, clear it, or leave it."),
         "delta_num_threshold": NUMBERS["delta_num_threshold"].param(
-            None, "compactorthreshold.hive.compactor.delta.num.threshold", nullable=True),
+            None, "compactorthreshold.hive.compactor.delta.num.threshold", nullable=True, refuse_on_trigger=True),
         "delta_pct_threshold": NUMBERS["delta_pct_threshold"].param(
-            None, "compactorthreshold.hive.compactor.delta.pct.threshold", nullable=True),
+            None, "compactorthreshold.hive.compactor.delta.pct.threshold", nullable=True, refuse_on_trigger=True),
         "clear_thresholds": Param(False, type="boolean", description="Remove both threshold properties."),
     },
 )
 def acid_table_settings():
-    @task(multiple_outputs=False)  # one XCom, not one per property
+    @task(multiple_outputs=False, retries=0)  # one XCom, not one per property; a refusal is final
     def apply_settings(params=None, ti=None) -> dict[str, str]:
         """Validate, then set / unset the properties; returns the table's resulting properties."""
         try:

@@ -27,7 +27,9 @@ MAX_POOL_SLOTS = 1024
 # Hive's pool timeout (hive.compactor.worker.pool.timeout, 12 h): a labelled pool's request still waiting after this
 # long is taken by the default pool's workers too, so a stopped or starved pool does not hold it for ever.
 POOL_TIMEOUT_MS = 12 * 3600 * 1000
-_NAME = re.compile(rf"[A-Za-z0-9_.-]{{1,{MAX_POOL_NAME}}}")
+# What a pool name may be (unanchored): the one rule `check_pool_name` applies and the DAGs' trigger forms use.
+POOL_NAME_PATTERN = rf"[A-Za-z0-9_.-]{{1,{MAX_POOL_NAME}}}"
+_NAME = re.compile(POOL_NAME_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)

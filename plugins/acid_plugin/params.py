@@ -1,9 +1,12 @@
-"""JSON-schema patterns, Params and parse-time settings shared by the DAGs (kept free of heavy imports: DAG files
+"""JSON-schema fragments, Params and parse-time settings shared by the DAGs (kept free of heavy imports: DAG files
 import it at parse time).
 
-Params whose values have a shape or a range are checked in the task, not by the Param's schema: Airflow's trigger form
-clamps a number field to the schema's `minimum` / `maximum` without a word (-1 became 0), and a schema `pattern`
-error shows the user the regular expression. The task refuses such a value with one line saying what is expected.
+One rule per kind of value, used twice: as the Param's JSON schema, so Airflow itself refuses a bad trigger (the
+REST API's `POST /api/v2/dags/{dag_id}/dagRuns` and the trigger form get a 400 with the Param's message and no run
+is made: `create_dagrun` validates the merged params first), and by the task's own check, which says the same in
+words should a run be made another way. Number bounds sit under `allOf`: Airflow's trigger form gives a top-level
+`minimum` / `maximum` to its number field, which clamps without a word (-1 became 0); under `allOf` they are only
+checked when the run is created, so -1 is refused, not changed.
 """
 
 import math
@@ -12,16 +15,21 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
+from acid_core.compaction.pools import POOL_NAME_PATTERN, check_pool_name
 from airflow.sdk import Param
 
-IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-# key=value pairs separated by "/": no "..", no leading "/", no quotes, spaces or other SQL punctuation.
-_PAIR = r"[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_:%+-]+(?:\.[A-Za-z0-9_:%+-]+)*"
-PARTITION = rf"^(?!.*\.\.){_PAIR}(?:/{_PAIR})*$"
+# A Hive identifier, as acid_core.metastore.catalog.check_identifier takes one (that module is too heavy to import
+# at parse time; tests/airflow/test_trigger_forms.py checks that the two agree).
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+MAX_IDENTIFIER = 128
+IDENTIFIER = rf"^{_NAME}$"
+# key=value pairs separated by "/" (empty: none); a value holds no "/" or "=" (a partition name escapes both). Which
+# keys, in which order, and whether the partition exists is the catalog's to say, at run time.
+_PAIR = rf"{_NAME}=[^/=]+"
+PARTITION = rf"^(?:{_PAIR}(?:/{_PAIR})*)?$"
 PARTITION_EXPECTED = "expected key=value[/key=value...], e.g. ds=2026-01-01/hr=3"
-POOL_EXPECTED = "expected letters, digits, _, - and . (at most 128)"
-# a compaction pool name (acid_core.compaction.pools.check_pool_name's rule)
-POOL_NAME = r"^[A-Za-z0-9_.-]{1,128}$"
+# a compaction pool name (acid_core.compaction.pools.check_pool_name's rule), or empty: none
+POOL_NAME = rf"^(?:{POOL_NAME_PATTERN})?$"
 # an absolute path or a filesystem URI, with no ".." segment and no whitespace
 ABSOLUTE_PATH = r"^(?!.*(?:^|/)\.\.(?:/|$))(?:/|[A-Za-z][A-Za-z0-9+.-]*://)\S*$"
 
@@ -41,13 +49,13 @@ def interval_from_env(name: str, default_seconds: int) -> timedelta:
 
 
 def table_params() -> dict[str, Param]:
-    """The `database` and `table` Params of the DAGs that act on one table (new objects for each DAG). The names are
-    checked by the catalog, which says in words what a name may hold."""
+    """The `database` and `table` Params of the DAGs that act on one table (new objects for each DAG): required, no
+    default (a trigger without one is refused: "No value passed"), and Hive identifiers."""
     return {
-        "database": Param("default", type="string", minLength=1, maxLength=128,
-                          description="Database name (letters, digits and _)."),
-        "table": Param(None, type="string", minLength=1, maxLength=128,
-                       description="Table name (letters, digits and _)."),
+        "database": Param(type="string", pattern=IDENTIFIER, maxLength=MAX_IDENTIFIER,
+                          description="Database name (required: letters, digits and _, not starting with a digit)."),
+        "table": Param(type="string", pattern=IDENTIFIER, maxLength=MAX_IDENTIFIER,
+                       description="Table name (required: letters, digits and _, not starting with a digit)."),
     }
 
 
@@ -66,16 +74,15 @@ def check_pool(text: str | None) -> str | None:
     """`text` if it is a compaction pool name (or empty / None: no pool).
 
     Raises:
-        ValueError: naming the value and what is expected, in words.
+        InvalidPoolNameError: naming the value and what a pool name may hold (`check_pool_name`).
     """
-    if text and not re.match(POOL_NAME, text):
-        raise ValueError(f"pool {text!r} is not a compaction pool name: {POOL_EXPECTED}")
-    return text or None
+    return check_pool_name(text, what="pool") if text else None
 
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """The range of a number Param, checked in the task (the trigger form would clamp to a schema's range)."""
+    """The range of a number Param: in its description, in words; with `refuse_on_trigger`, in its schema too (under
+    `allOf`, see the module's docstring); and checked by the task (`check`)."""
 
     minimum: float | None = None
     maximum: float | None = None
@@ -92,11 +99,19 @@ class Bounds:
             return f"{kind} <= {_number(self.maximum)}"
         return kind
 
-    def param(self, default, description: str, *, nullable: bool = False) -> Param:
-        """A Param of this kind of number, with the range in its description but not in its schema."""
+    def schema(self) -> dict:
+        """The JSON-schema bounds, `{"allOf": [{"minimum": ..., "maximum": ...}]}` (none: `{}`)."""
+        bounds = {key: value for key, value in (("minimum", self.minimum), ("maximum", self.maximum))
+                  if value is not None}
+        return {"allOf": [bounds]} if bounds else {}
+
+    def param(self, default, description: str, *, nullable: bool = False, refuse_on_trigger: bool = False) -> Param:
+        """A Param of this kind of number, with the range in its description (and, with `refuse_on_trigger`, in its
+        schema, so Airflow refuses a trigger out of range)."""
         kind = "integer" if self.integer else "number"
         return Param(default, type=["null", kind] if nullable else kind,
-                     description=f"{description} ({self.words()}{'; empty: none' if nullable else ''}).")
+                     description=f"{description} ({self.words()}{'; empty: none' if nullable else ''}).",
+                     **(self.schema() if refuse_on_trigger else {}))
 
     def check(self, name: str, value):
         """`value` (None passes) if it is a number in range.
