@@ -2,7 +2,8 @@
 Amoro's per-table optimizing status), computed with the rules the initiator and the cleaner apply.
 
 Per partition: the base, delta and delete-delta counts and sizes of the current snapshot, what the initiator's
-thresholds (table properties over Hive's defaults) would queue now, obsolete and aborted directories still on disk
+thresholds (table properties over Hive's defaults) would queue now (nothing under NO_AUTO_COMPACTION, which also
+says what the thresholds would ask for), obsolete and aborted directories still on disk
 and what holds them back from the cleaner (an open transaction older than the compaction, a reader lease, the
 retention time), the last compaction, and whether the partition is past `failed.compacts.threshold`.
 
@@ -91,8 +92,9 @@ class PartitionHealth:
     obsolete: tuple[str, ...] = ()
     aborted: tuple[str, ...] = ()
     held_by: tuple[Holder, ...] = ()
-    due: str | None = None  # the compaction type the thresholds call for now, or None
+    due: str | None = None  # the compaction type the initiator would queue now, or None
     reason: str = ""  # the initiator's reasoning with these numbers
+    thresholds_due: str | None = None  # what the thresholds call for, even where NO_AUTO_COMPACTION queues nothing
     queued: tuple[int, str] | None = None  # an initiated or working entry: (id, state)
     last_compaction: LastCompaction | None = None
     consecutive_failures: int = 0
@@ -181,8 +183,9 @@ def table_health(metastore: Metastore, database: str, table: str, *, offset: int
         found = _partition_health(
             info, part, snapshot, num=num, pct=pct, history=history.get(part, []), queue=queue.get(part, []),
             open_txns=open_txns, scopes=scopes, leases=leases, now_ms=now)
-        partitions.append(replace(found, **_why(found, history.get(part, []), queue.get(part, []), waits,
-                                                no_auto=source, full_name=info.full_name)))
+        found = replace(found, **_why(found, history.get(part, []), queue.get(part, []), waits, no_auto=source,
+                                      full_name=info.full_name))
+        partitions.append(_no_auto(found, source) if source is not None and found.error is None else found)
     return TableHealth(info.database, info.name, tuple(k.name for k in info.partition_keys), source is not None,
                        source, thresholds, tuple(partitions), total, offset, limit, dict(info.params))
 
@@ -289,6 +292,14 @@ def _why(found: PartitionHealth, history: list, queue: list, waits: dict, *, no_
     return {"why": WHY_DUE, "why_detail": f"{found.reason}: the initiator's next poll queues a {found.due} compaction"}
 
 
+def _no_auto(found: PartitionHealth, source: str) -> PartitionHealth:
+    """Due as the initiator decides under NO_AUTO_COMPACTION (Hive's Initiator skips such a table): nothing, with what
+    the thresholds would ask for."""
+    asked = (f"the thresholds would ask for {found.due}: {found.reason}" if found.due is not None
+             else f"the thresholds ask for nothing: {found.reason}")
+    return replace(found, due=None, reason=f"NO_AUTO_COMPACTION ({source}); {asked}")
+
+
 def _failures(history: list, threshold: int, now_ms: int) -> tuple[int, bool]:
     """Consecutive newest `failed` entries among succeeded/failed ones, and whether Hive's checkFailedCompactions
     skips the partition now (the newest `threshold` all failed and failed.retry.time has not passed)."""
@@ -330,7 +341,8 @@ def _partition_health(table: TableInfo, partition: str | None, snapshot, *, num:
         base=state.base.name if state.base else None,
         deltas=sum(1 for d in state.deltas if not d.is_delete), delete_deltas=sum(1 for d in state.deltas if d.is_delete),
         base_bytes=base_bytes, delta_bytes=delta_bytes, obsolete=tuple(state.obsolete), aborted=tuple(state.aborted),
-        held_by=held, due=due.display.lower() if due is not None else None, reason=reason, **common)
+        held_by=held, due=due.display.lower() if due is not None else None, reason=reason,
+        thresholds_due=due.display.lower() if due is not None else None, **common)
 
 
 def _type_display(code: str) -> str:

@@ -77,6 +77,19 @@ def tables(tmp_path, monkeypatch) -> dict:
 
 
 @pytest.fixture
+def history_tables(tmp_path, monkeypatch) -> dict:
+    """`tables`, after a table whose compactions ran over the last six hours (ui_tables.build_history)."""
+    import ui_tables
+
+    url, warehouse = f"sqlite:///{tmp_path}/metastore.db", str(tmp_path / "warehouse")
+    history = ui_tables.build_history(url, warehouse)
+    ids = ui_tables.build(url, warehouse)
+    monkeypatch.setenv("AIRFLOW_CONN_ACID_METASTORE", json.dumps(
+        {"conn_type": "generic", "host": url, "extra": {"warehouse": warehouse}}))
+    return {**ids, "history": history, "url": url, "warehouse": warehouse}
+
+
+@pytest.fixture
 def client(api_app):
     from fastapi.testclient import TestClient
 

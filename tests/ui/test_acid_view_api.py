@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from ui_auth import token_for
 
+from acid_core.metastore.compactions import CompactionType
+
 pytestmark = pytest.mark.airflow
 
 
@@ -25,11 +27,16 @@ def _plugin_routes(api_app):
 
 
 def test_the_plugin_is_registered_and_listed(as_admin, api_app):
+    """A React app plugin: Airflow's UI imports the bundle (relative to its base URL) and renders it at /plugin/acid
+    inside its own page; no iframe, no external view."""
     plugins = as_admin.get("/api/v2/plugins").json()["plugins"]
     mine = next(plugin for plugin in plugins if plugin["name"] == "acid_view")
     assert mine["fastapi_apps"][0]["url_prefix"] == "/acid"
-    assert mine["external_views"][0]["url_route"] == "acid" and mine["external_views"][0]["href"] == "/acid/"
-    assert len(_plugin_routes(api_app)) >= 9
+    (app,) = mine["react_apps"]
+    assert (app["name"], app["url_route"], app["destination"], app["bundle_url"]) == (
+        "ACID", "acid", "nav", "acid/static/view.js")
+    assert mine["external_views"] == []
+    assert len(_plugin_routes(api_app)) >= 12
 
 
 def test_every_route_refuses_anonymous_and_unknown_users(client, api_app, tables):
@@ -54,11 +61,18 @@ def test_a_viewer_reads_but_cannot_act(client, tables):
     assert client.post("/acid/api/tables/default/events/settings", json={}).status_code == 403
 
 
-def test_page_is_served_with_its_tabs(as_admin, tables):
-    page = as_admin.get("/acid/")
-    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    for tab in ("Compactions", "Tables", "Transactions", "Locks"):
-        assert f">{tab}</button>" in page.text
+def test_the_view_is_served_as_modules_and_its_old_page_leads_into_airflow(as_admin, tables):
+    page = as_admin.get("/acid/", follow_redirects=False)
+    assert page.status_code == 307 and page.headers["location"] == "../plugin/acid"
+    bundle = as_admin.get("/acid/static/view.js")
+    assert bundle.status_code == 200 and bundle.headers["content-type"].startswith("text/javascript")
+    assert bundle.headers["cache-control"] == "no-cache" and "globalThis.AirflowPlugin = AcidView" in bundle.text
+    for tab in ("Compactions", "Tables", "Charts", "Transactions", "Locks"):
+        assert f'"{tab}"' in bundle.text
+    for module in ("api", "queue", "tables", "charts", "scores", "pictures", "txns"):  # imported by view.js or another
+        assert as_admin.get(f"/acid/static/{module}.js").status_code == 200, module
+    for name in ("nope.js", "..%2Fapp.py", "view.js.map", "VIEW.JS"):
+        assert as_admin.get(f"/acid/static/{name}").status_code == 404, name
 
 
 def test_queue_and_history_with_filters_times_one_line_errors_and_worker_links(as_admin, tables):
@@ -88,6 +102,47 @@ def test_queue_and_history_with_filters_times_one_line_errors_and_worker_links(a
     assert ids(pool="default", database="default", limit=1) and ids(pool="other") == []
     bad = as_admin.get("/acid/api/compactions", params={"state": "sleeping"})
     assert bad.status_code == 400 and "sleeping" in bad.json()["detail"]
+    assert queued["active"] and not failed["active"] and queued["duration"] is None
+    assert failed["duration"].endswith("ms") and failed["duration_ms"] >= 0
+
+
+def test_queued_and_working_entries_come_first_and_are_never_paged_away(as_admin, history_tables):
+    """Past a page of history the waiting entries stay listed (with their Abort), working ones first; the history
+    pages on; the empty queue says what it means."""
+    from acid_core.metastore import Metastore
+
+    history = history_tables["history"]
+    ms = Metastore(history_tables["url"], warehouse=history_tables["warehouse"])
+    try:
+        ms.compactions.claim(worker_id="host-w", compaction_id=history_tables["queued"])
+        waiting = ms.compactions.enqueue("default", "clicks", "ds=2026-02-06", CompactionType.MAJOR).compaction_id
+    finally:
+        ms.close()
+    first = as_admin.get("/acid/api/compactions", params={"limit": 2}).json()
+    listed = [(entry["id"], entry["state"]) for entry in first["compactions"]]
+    assert listed[:2] == [(history_tables["queued"], "working"), (waiting, "initiated")]
+    assert first["active"] == 2 and len(listed) == 4 and first["more"] and first["offset"] == 0
+    assert first["compactions"][0]["duration"] is not None  # working: so far
+    pages, offset = [entry["id"] for entry in first["compactions"][2:]], 2
+    while True:
+        page = as_admin.get("/acid/api/compactions", params={"limit": 2, "offset": offset}).json()
+        assert [entry["id"] for entry in page["compactions"][:2]] == [history_tables["queued"], waiting]
+        pages += [entry["id"] for entry in page["compactions"][2:]]
+        offset += 2
+        if not page["more"]:
+            break
+    everything = [entry["id"] for entry in as_admin.get("/acid/api/compactions", params={"limit": 500}).json()[
+        "compactions"]]
+    assert pages == everything[2:] and len(pages) == len(set(pages)) == 11
+    assert history["aborted"] in pages and history["did_not_initiate"] in pages
+    only = as_admin.get("/acid/api/compactions", params={"state": "initiated", "limit": 1}).json()
+    assert [entry["id"] for entry in only["compactions"]] == [waiting] and not only["more"]
+    done = as_admin.get("/acid/api/compactions", params={"state": "succeeded"}).json()
+    assert done["active"] == 0 and {entry["state"] for entry in done["compactions"]} == {"succeeded"}
+
+    initiator = first["initiator"]
+    assert initiator == {"dag_id": "acid_initiator", "known": True, "paused": initiator["paused"],
+                         "interval_s": 300, "schedule": "0:05:00"}
 
 
 def test_worker_ids_link_to_their_task_instance(as_admin, tables, ui_airflow_db):
@@ -177,6 +232,103 @@ def test_failed_threshold_and_table_settings_show_in_health(as_admin, tables):
     assert second["why"] == "no_auto_compaction" and "only a manual request" in second["why_detail"]
 
 
+def test_due_honours_no_auto_compaction_and_settings_show_their_current_values(as_admin, tables):
+    from acid_core.metastore import Metastore
+
+    sales = as_admin.get("/acid/api/tables/default/sales/health").json()
+    assert sales["settings"] == {"no_auto_compaction": None, "delta_num_threshold": "2", "delta_pct_threshold": None}
+    assert sales["partitions"][0]["due"] == "major"
+    ms = Metastore(tables["url"], warehouse=tables["warehouse"])
+    try:
+        ms.catalog.set_table_params("default", "sales", {"NO_AUTO_COMPACTION": "true"})
+    finally:
+        ms.close()
+    sales = as_admin.get("/acid/api/tables/default/sales/health").json()
+    first = sales["partitions"][0]
+    assert sales["settings"]["no_auto_compaction"] == "true" and sales["no_auto_compaction_source"] == "table"
+    assert (first["due"], first["thresholds_due"]) == (None, "major")
+    assert first["reason"] == ("NO_AUTO_COMPACTION (table); the thresholds would ask for major: 3 deltas > "
+                               "delta.num.threshold 2 and no base")
+
+
+def test_transactions_open_first_filtered_and_paged(as_admin, tables):
+    from acid_core.metastore import Metastore
+
+    ms = Metastore(tables["url"], warehouse=tables["warehouse"])
+    try:
+        aborted = [ms.txns.open_txn(agent_info=f"gone {n}") for n in range(3)]
+        for txn_id in aborted:
+            ms.txns.abort(txn_id)
+        later = ms.txns.open_txn(agent_info="later reader")
+    finally:
+        ms.close()
+
+    def listed(**params):
+        answer = as_admin.get("/acid/api/transactions", params=params)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    everything = listed()
+    assert [(t["txn_id"], t["state"]) for t in everything["transactions"]] == [
+        (tables["reader"], "OPEN"), (later, "OPEN")] + [(txn_id, "ABORTED") for txn_id in aborted]
+    assert (everything["open"], everything["aborted"], everything["total"]) == (2, 3, 5)
+    assert [t["txn_id"] for t in listed(state="aborted", offset=1, limit=1)["transactions"]] == [aborted[1]]
+    assert [t["txn_id"] for t in listed(state="open")["transactions"]] == [tables["reader"], later]
+    assert [t["txn_id"] for t in listed(offset=1, limit=2)["transactions"]] == [later, aborted[0]]
+    assert as_admin.get("/acid/api/transactions", params={"state": "committed"}).status_code == 422
+    assert as_admin.get("/acid/api/transactions", params={"limit": 501}).status_code == 422
+
+
+def test_history_stats_draw_the_metastore_history(as_admin, history_tables):
+    stats = as_admin.get("/acid/api/stats/history", params={"hours": 12}).json()
+    assert stats["outcomes"] == ["succeeded", "failed", "refused", "aborted", "did not initiate"]
+    totals = [sum(hour["counts"][index] for hour in stats["hours"]) for index in range(5)]
+    assert totals == [6, 2, 1, 1, 1]  # with ui_tables.build's compacted and failed entries
+    assert max(step["waiting"] for step in stats["queue"]) == 3 and stats["waiting_now"] == 1
+    assert stats["oldest_waiting_thresholds_s"] == {"warning": 3600, "critical": 43200}
+    clicks = as_admin.get("/acid/api/stats/history", params={"database": "default", "table": "clicks"}).json()
+    assert clicks["ended"] == 9 and clicks["waiting_now"] == 0 and clicks["hours_asked"] == 12
+    assert as_admin.get("/acid/api/stats/history", params={"hours": 169}).status_code == 422
+    refused = as_admin.get("/acid/api/stats/history", params={"table": "clicks"})
+    assert refused.status_code == 400 and "without its database" in refused.json()["detail"]
+
+
+def test_score_and_top_partitions(as_admin, history_tables):
+    score = as_admin.get("/acid/api/tables/default/clicks/score", params={"top": 3}).json()
+    assert [(p["partition"], p["deltas"]) for p in score["most_deltas"]] == [
+        ("ds=2026-02-05", 9), ("ds=2026-02-06", 6), ("ds=2026-02-03", 1)]
+    assert [(p["partition"], p["obsolete"]) for p in score["most_obsolete"]] == [("ds=2026-02-02", 3)]
+    assert [c["name"] for c in score["components"]] == ["deltas", "delta/base size", "obsolete directories",
+                                                        "failures"]
+    assert 0 < score["score"] < 100 and score["examined"] == score["total_partitions"] == 6
+    page = as_admin.get("/acid/api/tables/default/clicks/score", params={"offset": 4, "limit": 2}).json()
+    assert (page["examined"], page["offset"]) == (2, 4)
+    events = as_admin.get("/acid/api/tables/default/events/score").json()
+    assert events["most_obsolete"][0]["obsolete"] == 4 and events["most_deltas"] == []
+    assert as_admin.get("/acid/api/tables/default/nope/score").status_code == 404
+    assert as_admin.get("/acid/api/tables/default/clicks/score", params={"top": 51}).status_code == 422
+
+
+def test_empty_metastore_says_what_it_means(as_admin, tmp_path, monkeypatch):
+    """No tables, no queue, no transactions, no locks: empty lists (the view words them), not errors."""
+    import json
+
+    from acid_core.metastore import Metastore
+
+    url = f"sqlite:///{tmp_path}/empty.db"
+    Metastore(url, warehouse=str(tmp_path / "w")).init()
+    monkeypatch.setenv("AIRFLOW_CONN_ACID_METASTORE", json.dumps(
+        {"conn_type": "generic", "host": url, "extra": {"warehouse": str(tmp_path / "w")}}))
+    queue = as_admin.get("/acid/api/compactions").json()
+    assert (queue["compactions"], queue["active"], queue["more"]) == ([], 0, False)
+    assert queue["initiator"]["interval_s"] == 300
+    assert as_admin.get("/acid/api/tables").json()["tables"] == []
+    assert as_admin.get("/acid/api/transactions").json()["total"] == 0
+    assert as_admin.get("/acid/api/locks").json()["locks"] == []
+    stats = as_admin.get("/acid/api/stats/history").json()
+    assert stats["ended"] == 0 and not any(step["waiting"] for step in stats["queue"])
+
+
 def test_transactions_and_locks(as_admin, tables):
     from acid_core.metastore import Metastore
     from acid_core.metastore.locks import LockComponent, LockType
@@ -217,12 +369,14 @@ def _runs(dag_id: str):
 
 
 def test_compact_now_triggers_acid_compact_with_its_params(as_admin, tables):
+    from urllib.parse import quote
+
     before = _runs("acid_compact")
     answer = as_admin.post("/acid/api/compactions", json={
         "database": "default", "table": "sales", "partition": "ds=2026-01-02", "type": "minor", "wait": False})
     assert answer.status_code == 200, answer.text
     run_id = answer.json()["run_id"]
-    assert run_id not in before and answer.json()["url"] == f"/dags/acid_compact/runs/{run_id}"
+    assert run_id not in before and answer.json()["url"] == f"/dags/acid_compact/runs/{quote(run_id, safe='')}"
     conf, user, note = _runs("acid_compact")[run_id]
     assert conf == {"database": "default", "table": "sales", "partition": "ds=2026-01-02", "type": "minor",
                     "pool": None, "wait": False}

@@ -1,9 +1,11 @@
 """The ACID view's FastAPI app, mounted by the Airflow API server at `/acid` (plugins/acid_ui_plugin.py).
 
-JSON endpoints under `/acid/api/` and one page (`/acid/`, static HTML calling them). Every route depends on Airflow's
-own authentication (the UI's `_token` cookie or a bearer token, `security.get_user`) and authorization (the auth
-manager): reading needs read access to the DAGs, "compact now" needs to trigger runs of `acid_compact`, changing a
-table's settings to trigger `acid_table_settings`, aborting a queued compaction to edit runs of `acid_compact`.
+JSON endpoints under `/acid/api/` and the view's ES modules under `/acid/static/`: Airflow's UI imports
+`static/view.js` as a React app plugin and renders it inside its own page (its theme, its router), so the view looks
+like Airflow and its links are Airflow's own navigation. Every route depends on Airflow's own authentication (the
+UI's `_token` cookie or a bearer token, `security.get_user`) and authorization (the auth manager): reading needs read
+access to the DAGs, "compact now" needs to trigger runs of `acid_compact`, changing a table's settings to trigger
+`acid_table_settings`, aborting a queued compaction to edit runs of `acid_compact`.
 The metastore is the `acid_metastore` connection's (`AcidMetastoreHook`), opened per request and closed after it.
 Actions go through the code the DAGs run: compact now and table settings trigger those DAGs with their params (Airflow
 validates them as its trigger form does); abort is the queue's ABORT COMPACTIONS compare-and-swap.
@@ -11,11 +13,12 @@ validates them as its trigger form does); abort is the queue's ABORT COMPACTIONS
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
@@ -24,8 +27,14 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_da
 URL_PREFIX = "/acid"
 COMPACT_DAG = "acid_compact"
 SETTINGS_DAG = "acid_table_settings"
-PAGE = Path(__file__).with_name("page.html")
-MAX_COMPACTIONS = 500
+INITIATOR_DAG = "acid_initiator"
+STATIC = Path(__file__).with_name("static")
+BUNDLE = "view.js"  # the module Airflow's UI imports (AcidViewPlugin.react_apps)
+PLUGIN_ROUTE = "acid"  # the view's page in Airflow's UI: /plugin/acid
+MAX_COMPACTIONS = 500  # history entries per page
+MAX_ACTIVE = 500  # queued (and, apart, working) entries listed above the history
+MAX_OFFSET = 10_000
+MAX_TRANSACTIONS = 500
 
 can_read = Depends(requires_access_dag("GET"))
 can_compact = Depends(requires_access_dag("POST", DagAccessEntity.RUN, param_dag_id=COMPACT_DAG))
@@ -84,6 +93,8 @@ def _trigger(dag_id: str, conf: dict, user, note: str) -> dict:
     from airflow.exceptions import DagNotFound, ParamValidationError
     from airflow.utils.types import DagRunTriggeredByType
 
+    from acid_plugin.ui.present import dag_run_path
+
     try:
         run = trigger_dag(dag_id, conf=conf, triggered_by=DagRunTriggeredByType.UI,
                           triggering_user_name=user.get_name(), note=note)
@@ -91,8 +102,7 @@ def _trigger(dag_id: str, conf: dict, user, note: str) -> dict:
         raise HTTPException(404, f"DAG {dag_id} is not known to Airflow ({exc}); is dags/ its DAGs folder?") from None
     except (ParamValidationError, ValueError) as exc:
         raise HTTPException(400, f"{dag_id} refuses these params: {exc}") from None
-    return {"dag_id": dag_id, "run_id": run.run_id, "conf": conf,
-            "url": f"/dags/{dag_id}/runs/{run.run_id}"}
+    return {"dag_id": dag_id, "run_id": run.run_id, "conf": conf, "url": dag_run_path(dag_id, run.run_id)}
 
 
 def _task_runs(compactions: list) -> dict[str, str | None]:
@@ -127,18 +137,40 @@ def _task_runs(compactions: list) -> dict[str, str | None]:
     return found
 
 
+def _initiator() -> dict:
+    """How often the initiator polls and whether its DAG is paused, as Airflow schedules it (the DAG's timetable
+    summary, `0:01:00` for a 60 s interval): what an empty queue means."""
+    import sqlalchemy as sa
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+
+    from acid_plugin.ui.present import interval_seconds
+
+    with create_session() as session:
+        row = session.execute(sa.select(DagModel.is_paused, DagModel.timetable_summary)
+                              .where(DagModel.dag_id == INITIATOR_DAG)).first()
+    if row is None:
+        return {"dag_id": INITIATOR_DAG, "known": False, "paused": None, "interval_s": None, "schedule": None}
+    return {"dag_id": INITIATOR_DAG, "known": True, "paused": row.is_paused,
+            "interval_s": interval_seconds(row.timetable_summary), "schedule": row.timetable_summary}
+
+
 def _compaction_json(entry, now_ms: int, runs: dict[str, str | None]) -> dict:
-    from acid_plugin.ui.present import format_time, one_line_error, parse_worker_id, task_instance_path
+    from acid_plugin.ui.present import (ACTIVE_STATES, format_duration, format_time, one_line_error,
+                                        parse_worker_id, task_instance_path, working_ms)
 
     task = parse_worker_id(entry.worker_id)
+    state = entry.state.display
+    worked = working_ms(entry, now_ms)
     return {
         "id": entry.id, "database": entry.database, "table": entry.table, "partition": entry.partition,
-        "type": entry.type.display.lower(), "state": entry.state.display, "pool": entry.pool_name or "default",
-        "worker_id": entry.worker_id, "hadoop_job_id": entry.hadoop_job_id,
+        "type": entry.type.display.lower(), "state": state, "active": state in ACTIVE_STATES,
+        "pool": entry.pool_name or "default", "worker_id": entry.worker_id, "hadoop_job_id": entry.hadoop_job_id,
         "worker_task_url": task_instance_path(task, runs.get(entry.worker_id)) if task else None,
         "enqueued": format_time(entry.enqueue_ms, now_ms), "started": format_time(entry.start_ms, now_ms),
         "ended": format_time(entry.end_ms, now_ms), "committed": format_time(entry.commit_ms, now_ms),
         "enqueue_ms": entry.enqueue_ms, "start_ms": entry.start_ms, "end_ms": entry.end_ms,
+        "commit_ms": entry.commit_ms, "duration": format_duration(worked), "duration_ms": worked,
         "error": one_line_error(entry.error_message), "highest_write_id": entry.highest_write_id,
         "initiator_id": entry.initiator_id, "number_of_buckets": entry.number_of_buckets,
     }
@@ -149,28 +181,54 @@ def create_app() -> FastAPI:
     app = FastAPI(title="ACID view", description="Compaction queue, table health, transactions and locks of the "
                   "acid_metastore connection", docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.get("/", response_class=HTMLResponse, dependencies=[can_read])
-    def page() -> HTMLResponse:
-        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+    @app.get("/", dependencies=[can_read])
+    def page() -> RedirectResponse:
+        """The view lives in Airflow's UI (a React app plugin): `/acid/` sends the browser there."""
+        return RedirectResponse(f"../plugin/{PLUGIN_ROUTE}", status_code=307)
+
+    @app.get("/static/{name}", dependencies=[can_read])
+    def static(name: str) -> FileResponse:
+        """The view's ES modules (static/*.js), revalidated on every load so a deployment takes effect at once."""
+        path = STATIC / name
+        if not re.fullmatch(r"[a-z_]+\.js", name) or not path.is_file():
+            raise HTTPException(404, f"no module {name!r} in the ACID view")
+        return FileResponse(path, media_type="text/javascript", headers={"Cache-Control": "no-cache"})
 
     @app.get("/api/compactions", dependencies=[can_read])
     def compactions(metastore: MetastoreDep, database: str | None = None, table: str | None = None,
                     partition: str | None = None, state: str | None = None, type: str | None = None,
-                    pool: str | None = None, limit: Annotated[int, Query(ge=1, le=MAX_COMPACTIONS)] = 100) -> dict:
-        """SHOW COMPACTIONS with its filters, newest activity first."""
+                    pool: str | None = None, offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+                    limit: Annotated[int, Query(ge=1, le=MAX_COMPACTIONS)] = 100) -> dict:
+        """SHOW COMPACTIONS with its filters: the working and queued entries first (working by start, queued in
+        queue order; all of them up to MAX_ACTIVE each, never paged away), then one page of the others, newest
+        activity first."""
         from acid_core.errors import AcidError
         from acid_core.metastore.compactions import CompactionState, CompactionType
+        from acid_plugin.ui.present import ACTIVE_STATES
 
         try:
-            entries = metastore.compactions.show(
-                database=database or None, table=table or None, partition=partition or None, pool=pool or None,
-                compaction_type=CompactionType.parse(type) if type else None,
-                state=CompactionState.parse(state) if state else None, limit=limit)
+            filters = dict(database=database or None, table=table or None, partition=partition or None,
+                           pool=pool or None, compaction_type=CompactionType.parse(type) if type else None)
+            wanted = CompactionState.parse(state) if state else None
+            active, more_active = [], False
+            for kind in (CompactionState.WORKING, CompactionState.INITIATED):
+                if wanted in (None, kind):
+                    found = metastore.compactions.show(state=kind, limit=MAX_ACTIVE + 1, **filters)
+                    more_active |= len(found) > MAX_ACTIVE
+                    active += sorted(found[:MAX_ACTIVE], key=lambda e: (e.start_ms or 0, e.enqueue_ms or 0, e.id))
+            history, more = [], False
+            if wanted is None or wanted.display not in ACTIVE_STATES:
+                # at most len(active) of the newest rows are active ones, left out here
+                found = [e for e in metastore.compactions.show(state=wanted, limit=offset + limit + 1 + len(active),
+                                                                **filters) if e.state.display not in ACTIVE_STATES]
+                history, more = found[offset:offset + limit], len(found) > offset + limit
         except AcidError as exc:
             raise _refused(exc) from None
         now = metastore.db.clock.now_ms()
-        runs = _task_runs(entries)
-        return {"compactions": [_compaction_json(entry, now, runs) for entry in entries]}
+        runs = _task_runs(active + history)
+        return {"compactions": [_compaction_json(entry, now, runs) for entry in active + history],
+                "active": len(active), "more_active": more_active, "offset": offset, "limit": limit,
+                "more": more, "now_ms": now, "initiator": _initiator()}
 
     @app.post("/api/compactions", dependencies=[can_compact])
     def compact_now(body: CompactBody, user: GetUserDep, metastore: MetastoreDep) -> dict:
@@ -220,20 +278,22 @@ def create_app() -> FastAPI:
                           "partition_keys": [key.name for key in info.partition_keys],
                           "no_auto_compaction": info.no_auto_compaction,
                           "pending_compactions": pending.get((info.database, info.name), 0)})
-        return {"tables": found}
+        return {"tables": found, "now_ms": metastore.db.clock.now_ms()}
 
     @app.get("/api/tables/{database}/{table}/health", dependencies=[can_read])
     def health(database: str, table: str, metastore: MetastoreDep, partition: str | None = None,
                offset: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict:
-        """Per-partition health of one page of the table's partitions (acid_core.health)."""
+        """Per-partition health of one page of the table's partitions (acid_core.health), and the table's current
+        settings (its own properties; None where the default or the database's applies)."""
         from dataclasses import asdict
 
         from acid_core.errors import AcidError
         from acid_core.health import table_health
+        from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, NO_AUTO_COMPACTION, find
         from acid_plugin.ui.present import format_bytes, format_time
 
         try:
-            found = table_health(metastore, database, table, offset=offset, limit=limit, partition=partition)
+            found = table_health(metastore, database, table, offset=offset, limit=limit, partition=partition or None)
         except AcidError as exc:
             raise _refused(exc) from None
         now = metastore.db.clock.now_ms()
@@ -244,6 +304,45 @@ def create_app() -> FastAPI:
             shown["since"] = format_time(part.since_ms, now)
             if part.last_compaction is not None:
                 shown["last_compaction"]["ended"] = format_time(part.last_compaction.end_ms, now)
+        document["settings"] = {"no_auto_compaction": find(found.params, NO_AUTO_COMPACTION),
+                                "delta_num_threshold": find(found.params, DELTA_NUM_PROPERTY),
+                                "delta_pct_threshold": find(found.params, DELTA_PCT_PROPERTY)}
+        document["now_ms"] = now
+        return document
+
+    @app.get("/api/tables/{database}/{table}/score", dependencies=[can_read])
+    def score(database: str, table: str, metastore: MetastoreDep, offset: Annotated[int, Query(ge=0)] = 0,
+              limit: Annotated[int, Query(ge=1, le=200)] = 200, top: Annotated[int, Query(ge=1, le=50)] = 10) -> dict:
+        """The table's health score and breakdown over one page of its partitions, and the partitions with the most
+        deltas and obsolete directories (acid_core.health_score)."""
+        from dataclasses import asdict
+
+        from acid_core.errors import AcidError
+        from acid_core.health_score import table_score
+
+        try:
+            return asdict(table_score(metastore, database, table, offset=offset, limit=limit, top=top))
+        except AcidError as exc:
+            raise _refused(exc) from None
+
+    @app.get("/api/stats/history", dependencies=[can_read])
+    def history(metastore: MetastoreDep, hours: Annotated[int, Query(ge=1, le=168)] = 12,
+                database: str | None = None, table: str | None = None) -> dict:
+        """The queue, outcomes and working times of the last hours, from the metastore's own history
+        (acid_core.history_stats), with the alert thresholds of the oldest waiting entry."""
+        from dataclasses import asdict
+
+        from acid_core.alerts import DEFAULT_RULES
+        from acid_core.errors import AcidError
+        from acid_core.history_stats import OUTCOMES, history_stats
+
+        try:
+            document = asdict(history_stats(metastore, hours=hours, database=database or None, table=table or None))
+        except AcidError as exc:
+            raise _refused(exc) from None
+        rule = next((r for r in DEFAULT_RULES if r.metric == "compaction_oldest_enqueue_age_in_sec"), None)
+        document.update(outcomes=list(OUTCOMES), hours_asked=hours, oldest_waiting_thresholds_s={
+            "warning": getattr(rule, "warning", None), "critical": getattr(rule, "critical", None)})
         return document
 
     @app.post("/api/tables/{database}/{table}/settings", dependencies=[can_change_settings])
@@ -267,15 +366,25 @@ def create_app() -> FastAPI:
         return _trigger(SETTINGS_DAG, conf, user, f"settings of {info.full_name}, from the ACID view")
 
     @app.get("/api/transactions", dependencies=[can_read])
-    def transactions(metastore: MetastoreDep) -> dict:
-        """SHOW TRANSACTIONS: open and aborted transactions."""
+    def transactions(metastore: MetastoreDep, state: Literal["open", "aborted"] | None = None,
+                     offset: Annotated[int, Query(ge=0)] = 0,
+                     limit: Annotated[int, Query(ge=1, le=MAX_TRANSACTIONS)] = 50) -> dict:
+        """SHOW TRANSACTIONS, open ones first (oldest first: they hold the cleaner back), then aborted ones, one page
+        of them; `state` keeps one kind. Reads what SHOW TRANSACTIONS reads (open and aborted TXNS rows)."""
+        from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN
         from acid_plugin.ui.present import format_time
 
         now = metastore.db.clock.now_ms()
+        found = metastore.txns.show_transactions()
+        opened = [txn for txn in found if txn.state == TXN_OPEN]
+        aborted = [txn for txn in found if txn.state == TXN_ABORTED]
+        listed = (opened if state != "aborted" else []) + (aborted if state != "open" else [])
         return {"transactions": [{
             "txn_id": txn.txn_id, "state": txn.state_name, "started": format_time(txn.started_ms, now),
             "last_heartbeat": format_time(txn.last_heartbeat_ms, now), "user": txn.user, "host": txn.host,
-            "agent_info": txn.agent_info} for txn in metastore.txns.show_transactions()]}
+            "agent_info": txn.agent_info} for txn in listed[offset:offset + limit]],
+            "open": len(opened), "aborted": len(aborted), "total": len(listed), "offset": offset, "limit": limit,
+            "now_ms": now}
 
     @app.get("/api/locks", dependencies=[can_read])
     def locks(metastore: MetastoreDep, database: str | None = None, table: str | None = None) -> dict:
@@ -291,7 +400,8 @@ def create_app() -> FastAPI:
             "last_heartbeat": format_time(lock.last_heartbeat_ms, now),
             "acquired_at": format_time(lock.acquired_at_ms, now), "user": lock.user, "host": lock.host,
             "agent_info": lock.agent_info} for lock in metastore.locks.show_locks(database=database or None,
-                                                                                table=table or None)]}
+                                                                                table=table or None)],
+            "now_ms": now}
 
     @app.get("/api/me")
     def me(user: GetUserDep, request: Request) -> dict:

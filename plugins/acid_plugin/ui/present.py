@@ -15,6 +15,8 @@ from acid_core.errors import one_line
 _WORKER = re.compile(r"-airflow\.(?P<dag>[A-Za-z0-9_]+)\.(?P<task>[A-Za-z0-9_.]+?)(?:\[(?P<map>\d+)\])?"
                      r"\.try(?P<try>\d+)$")
 MAX_ERROR_CHARS = 300
+ACTIVE_STATES = ("initiated", "working")  # listed above the history, never paged away
+_INTERVAL = re.compile(r"^(?:(?P<days>\d+) days?, )?(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,45 @@ def task_instance_path(task: WorkerTask, run_id: str | None) -> str:
         return f"/dags/{dag}/tasks/{name}"
     path = f"/dags/{dag}/runs/{quote(run_id, safe='')}/tasks/{name}"
     return path + (f"/mapped/{task.map_index}" if task.map_index >= 0 else "")
+
+
+def dag_run_path(dag_id: str, run_id: str) -> str:
+    """The path of a DAG run's page in Airflow 3's UI."""
+    from urllib.parse import quote
+
+    return f"/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+
+
+def interval_seconds(summary: str | None) -> int | None:
+    """The seconds of a timedelta schedule as Airflow summarises it (`0:01:00`, `1 day, 0:00:00`); None for any
+    other schedule (cron, assets, none)."""
+    match = _INTERVAL.match((summary or "").strip())
+    if match is None:
+        return None
+    return int(match["days"] or 0) * 86400 + int(match["h"]) * 3600 + int(match["m"]) * 60 + int(match["s"])
+
+
+def working_ms(entry, now_ms: int) -> int | None:
+    """How long a compaction worked: from its start to its commit (or its end: failed, refused, aborted), or until
+    now while it works; None when it never started."""
+    if not entry.start_ms or entry.state.display == "did not initiate":  # never queued, never worked
+        return None
+    end = entry.commit_ms or entry.end_ms or (now_ms if entry.state.display == "working" else None)
+    return max(0, end - entry.start_ms) if end else None
+
+
+def format_duration(ms: int | None) -> str | None:
+    """`850 ms`, `42 s`, `3 min 5 s`, `2 h 10 min`; None stays None."""
+    if ms is None:
+        return None
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 else "")
+    return f"{seconds // 3600} h" + (f" {seconds % 3600 // 60} min" if seconds % 3600 // 60 else "")
 
 
 def one_line_error(message: str | None) -> str | None:
