@@ -626,6 +626,33 @@ class TxnStore:
             .order_by(t.TXN_ID)).all(), write=False)
         return [TxnInfo(*row) for row in rows]
 
+    def transactions_page(self, states: Sequence[str] = (TXN_OPEN, TXN_ABORTED), *, offset: int = 0,
+                          limit: int = 50) -> tuple[list[TxnInfo], dict[str, int]]:
+        """One page of SHOW TRANSACTIONS: open ones first, then aborted ones, each oldest first, read by index with
+        OFFSET/LIMIT; and how many there are of each state. Cost follows the page (and a count by the state index),
+        not the number of transactions."""
+        t = s.txns.c
+        columns = (t.TXN_ID, t.TXN_STATE, t.TXN_STARTED, t.TXN_LAST_HEARTBEAT, t.TXN_USER, t.TXN_HOST,
+                   t.TXN_AGENT_INFO, t.TXN_TYPE)
+
+        def read(conn: Connection) -> tuple[list[TxnInfo], dict[str, int]]:
+            counts = {state: 0 for state in (TXN_OPEN, TXN_ABORTED)}
+            counts.update(dict(conn.execute(sa.select(t.TXN_STATE, sa.func.count()).where(
+                t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED))).group_by(t.TXN_STATE)).all()))
+            rows, skip, left = [], offset, limit
+            for state in (TXN_OPEN, TXN_ABORTED):  # open first: they hold the cleaner back
+                if state not in states or left <= 0:
+                    continue
+                if skip >= counts[state]:
+                    skip -= counts[state]
+                    continue
+                rows += conn.execute(sa.select(*columns).where(t.TXN_STATE == state).order_by(t.TXN_ID)
+                                     .offset(skip).limit(left)).all()
+                left, skip = limit - len(rows), 0
+            return [TxnInfo(*row) for row in rows], counts
+
+        return self.db.run("show transactions", read, write=False, snapshot=True)
+
     def min_open_txn(self) -> int | None:
         """The lowest open transaction id (the cleaner's watermark), or None."""
         return self.db.run("find lowest open transaction", lambda conn: conn.execute(

@@ -370,21 +370,19 @@ def create_app() -> FastAPI:
                      offset: Annotated[int, Query(ge=0)] = 0,
                      limit: Annotated[int, Query(ge=1, le=MAX_TRANSACTIONS)] = 50) -> dict:
         """SHOW TRANSACTIONS, open ones first (oldest first: they hold the cleaner back), then aborted ones, one page
-        of them; `state` keeps one kind. Reads what SHOW TRANSACTIONS reads (open and aborted TXNS rows)."""
+        of them read by index (`TxnStore.transactions_page`); `state` keeps one kind."""
         from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN
         from acid_plugin.ui.present import format_time
 
         now = metastore.db.clock.now_ms()
-        found = metastore.txns.show_transactions()
-        opened = [txn for txn in found if txn.state == TXN_OPEN]
-        aborted = [txn for txn in found if txn.state == TXN_ABORTED]
-        listed = (opened if state != "aborted" else []) + (aborted if state != "open" else [])
+        states = {"open": (TXN_OPEN,), "aborted": (TXN_ABORTED,)}.get(state, (TXN_OPEN, TXN_ABORTED))
+        page, counts = metastore.txns.transactions_page(states, offset=offset, limit=limit)
         return {"transactions": [{
             "txn_id": txn.txn_id, "state": txn.state_name, "started": format_time(txn.started_ms, now),
             "last_heartbeat": format_time(txn.last_heartbeat_ms, now), "user": txn.user, "host": txn.host,
-            "agent_info": txn.agent_info} for txn in listed[offset:offset + limit]],
-            "open": len(opened), "aborted": len(aborted), "total": len(listed), "offset": offset, "limit": limit,
-            "now_ms": now}
+            "agent_info": txn.agent_info} for txn in page],
+            "open": counts[TXN_OPEN], "aborted": counts[TXN_ABORTED], "total": sum(counts[s] for s in states),
+            "offset": offset, "limit": limit, "now_ms": now}
 
     @app.get("/api/locks", dependencies=[can_read])
     def locks(metastore: MetastoreDep, database: str | None = None, table: str | None = None) -> dict:
