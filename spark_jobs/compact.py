@@ -7,6 +7,10 @@ the executors, one Spark task per bucket, each merging its files with acid_core'
 compaction finished (or had already finished, or was refused for lack of work) or the batch ran to one of its stops
 (its failed compactions are recorded in the queue and in the result file), 1 when the compaction failed (the error
 is printed and recorded in the compaction queue) or the batch could not go on, 2 on bad arguments.
+
+What the driver prints is the compaction task's log: its Spark application id and UI, then for each compaction
+progress lines (ProgressReporter: every ACID_PROGRESS_SECONDS, default 5, and as soon as its first and last tasks
+finish), its outcome and an end line with its tasks, events read and written, and bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 from acid_core.compaction.attempt import describe
 from acid_core.compaction.batch import BatchWorker, QueueSelection
@@ -29,7 +34,32 @@ from acid_core.metastore import Metastore
 
 
 SPLIT_ROWS = 32_000_000  # a major compaction's bucket of more rows is split into parts of about this many, one task each
-PROGRESS_SECONDS = 15.0  # a progress line at least this often (ACID_PROGRESS_SECONDS)
+PROGRESS_SECONDS = 5.0  # a progress line at least this often (ACID_PROGRESS_SECONDS)
+PROGRESS_TICK = 0.25  # how often the progress reporter looks at the task counters (driver-side values: no Spark call)
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """The compactions of the Spark job in hand: tasks per compaction, whether they share the job (`run_group`), and
+    the scalar counters when it started (a single plan's figures are the counters' growth since)."""
+
+    tasks: dict[int, int]
+    grouped: bool
+    baseline: tuple[int, int, int]
+
+
+class _CountsByCompaction:
+    """Spark accumulator parameter (duck-typed `pyspark.AccumulatorParam`): {compaction id: (tasks done, events read,
+    events written)}, so the tasks of a group's one job count for their own compactions."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, total: dict, more: dict) -> dict:  # noqa: N802 - pyspark's name
+        for key, (tasks, read, written) in more.items():
+            was = total.get(key, (0, 0, 0))
+            total[key] = (was[0] + tasks, was[1] + read, was[2] + written)
+        return total
 
 
 class SparkRunner:
@@ -47,12 +77,13 @@ class SparkRunner:
         self.background = background
         self.tasks_total = 0
         self.job_label: str | None = None  # "<application>/job<n>" of the last plan's Spark job
-        self.compaction_id: int | None = None  # the plan in hand (the progress line names it)
-        self._baseline = (0, 0, 0)  # the counters when that plan started
+        self.compaction_id: int | None = None  # the plan in hand (the first of a group)
+        self._job: _Job | None = None  # the compactions of the Spark job in hand (the progress lines read it)
         context = spark.sparkContext  # per finished task: its events read and written (Spark merges them here)
         self.events_read = context.accumulator(0)
         self.events_written = context.accumulator(0)
         self.tasks_done = context.accumulator(0)
+        self.counts_by_compaction = context.accumulator({}, _CountsByCompaction())  # run_group's tasks
 
     @property
     def parallelism(self) -> int:
@@ -62,7 +93,7 @@ class SparkRunner:
     def __call__(self, plan: CompactionPlan):
         self.job_label = None
         self.compaction_id = plan.compaction_id
-        self._baseline = (self.tasks_done.value, self.events_read.value, self.events_written.value)
+        self._job = _Job({plan.compaction_id: len(plan.buckets)}, False, self._counters())
         if not plan.buckets:
             return []
         context = self.spark.sparkContext
@@ -89,7 +120,10 @@ class SparkRunner:
         its slots: each plan's results, or the error one of its tasks failed with (the others are not affected)."""
         self.job_label = None
         self.compaction_id = plans[0].compaction_id
-        self._baseline = (self.tasks_done.value, self.events_read.value, self.events_written.value)
+        tasks: dict[int, int] = {}
+        for plan in plans:
+            tasks[plan.compaction_id] = tasks.get(plan.compaction_id, 0) + len(plan.buckets)
+        self._job = _Job(tasks, True, self._counters())
         context = self.spark.sparkContext
         ids = ", ".join(str(plan.compaction_id) for plan in plans)
         group = f"acid-compaction-{plans[0].compaction_id}-group"
@@ -98,6 +132,7 @@ class SparkRunner:
         self.tasks_total = len(units)
         background = self.background
         events_read, events_written, tasks_done = self.events_read, self.events_written, self.tasks_done
+        by_compaction = self.counts_by_compaction
 
         def task(unit):
             index, work = unit
@@ -108,6 +143,7 @@ class SparkRunner:
             events_read.add(result.events_read)
             events_written.add(result.inserts + result.deletes)
             tasks_done.add(1)
+            by_compaction.add({plans[index].compaction_id: (1, result.events_read, result.inserts + result.deletes)})
             return index, result, None
 
         try:
@@ -133,19 +169,39 @@ class SparkRunner:
         except Exception:  # the JVM is gone
             return False
 
-    def progress(self) -> str:
-        """One line: the current compaction's bucket tasks done of the total (and running), events read and written
-        so far."""
-        if not self.tasks_total:
+    def _counters(self) -> tuple[int, int, int]:
+        return self.tasks_done.value, self.events_read.value, self.events_written.value
+
+    def counts(self, compaction_id: int) -> tuple[int, int, int, int] | None:
+        """(tasks done, tasks, events read, events written) of `compaction_id` in the Spark job in hand; None while
+        it has no job yet (claim, snapshot, directory listing). Driver-side values: no Spark call."""
+        job = self._job
+        if job is None or compaction_id not in job.tasks:
+            return None
+        if job.grouped:
+            done, read, written = self.counts_by_compaction.value.get(compaction_id, (0, 0, 0))
+        else:
+            done, read, written = (now - before for now, before in zip(self._counters(), job.baseline))
+        return done, job.tasks[compaction_id], read, written
+
+    def progress(self, compaction_id: int) -> str:
+        """One line: the compaction's tasks done of its total (and the job's running tasks), events read and written
+        so far (a task's events count when it finishes)."""
+        counts = self.counts(compaction_id)
+        if counts is None:
             return "planning (claim, snapshot, directory listing)"
+        done, total, read, written = counts
         running = 0
         tracker = self.spark.sparkContext.statusTracker()
         for stage_id in tracker.getActiveStageIds():
             info = tracker.getStageInfo(stage_id)
             running += info.numActiveTasks if info is not None else 0
-        done, read, written = (now - before for now, before in zip(
-            (self.tasks_done.value, self.events_read.value, self.events_written.value), self._baseline))
-        return f"tasks {done}/{self.tasks_total} done, {running} running; {read} events read, {written} written"
+        job = self._job
+        if job is None or not job.grouped or len(job.tasks) == 1:
+            return f"tasks {done}/{total} done, {running} running; {read} events read, {written} written"
+        others = [str(other) for other in job.tasks if other != compaction_id]
+        return (f"tasks {done}/{total} done; {read} events read, {written} written (one Spark job with compaction"
+                f"{'s' if len(others) > 1 else ''} {', '.join(others)}: {running} running)")
 
 
 def _bucket_task(plan: CompactionPlan, background: bool, events_read, events_written, tasks_done):
@@ -167,21 +223,116 @@ def job_label(application_id: str, job: int) -> str:
     return label if len(label) <= 32 else application_id
 
 
-def _report_progress(runner: SparkRunner, stop: threading.Event, interval: float) -> None:
-    """Print a progress line of the compaction in hand every `interval` seconds until `stop` (the task log shows the
-    driver's output); a batch's compactions shorter than `interval` print none."""
-    current, since = None, time.monotonic()
-    while not stop.wait(interval):
-        if runner.compaction_id != current:
-            current, since = runner.compaction_id, time.monotonic() - interval
-        if current is None:
-            continue
-        try:
-            line = runner.progress()
-        except Exception as exc:  # the context is stopping: say so and end
-            line = f"progress unavailable ({type(exc).__name__})"
-            stop.set()
-        print(f"progress: compaction {current}: {time.monotonic() - since:.0f} s: {line}", flush=True)
+class ProgressReporter:
+    """The progress lines of the compactions a SparkRunner runs, printed by the driver (the task log shows its output):
+    one every `interval` seconds while a compaction is in hand, one as soon as its first task and as soon as its last
+    task finishes (so a compaction shorter than `interval` shows one too), then its outcome and an end line (tasks,
+    events read and written, bytes). `begin` and `end` come from the driver's main thread; a daemon thread looks at
+    the driver-side task counters every PROGRESS_TICK seconds."""
+
+    def __init__(self, runner: SparkRunner, *, interval: float, clock=time.monotonic) -> None:
+        if not interval > 0:
+            raise ValueError(f"ACID_PROGRESS_SECONDS must be a number of seconds above 0, got {interval!r}")
+        self.runner = runner
+        self.interval = interval
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._in_hand: dict[int, list] = {}  # compaction id -> [began, last line at, tasks done at that line]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="compaction-progress")
+
+    def start(self) -> ProgressReporter:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    def begin(self, compaction_id: int) -> None:
+        """Compaction `compaction_id` is in hand (claimed, or about to be): its lines count from now."""
+        with self._lock:
+            now = self.clock()
+            self._in_hand[compaction_id] = [now, now, 0]
+
+    def end(self, compaction_id: int, message: str, stats: dict, *, result: str, failed: bool = False) -> None:
+        """Print the compaction's last progress line (when its tasks finished since the one before), its outcome
+        `message` (stderr when it `failed`) and its end line, and forget it."""
+        with self._lock:
+            state = self._in_hand.pop(compaction_id, None)
+            counts = None
+            if state is not None:
+                counts = self._line(compaction_id, state, self.clock(), final=True)
+            print(message, file=sys.stderr if failed else sys.stdout, flush=True)
+            duration = stats.get("duration_seconds")
+            if duration is None and state is not None:
+                duration = self.clock() - state[0]
+            print(end_line(compaction_id, result, stats, counts, duration), flush=True)
+
+    def tick(self) -> None:
+        """A progress line for each compaction in hand that is due one."""
+        with self._lock:
+            now = self.clock()
+            for compaction_id, state in list(self._in_hand.items()):
+                self._line(compaction_id, state, now)
+
+    def _run(self) -> None:
+        while not self._stop.wait(min(PROGRESS_TICK, self.interval)):
+            try:
+                self.tick()
+            except Exception as exc:  # the context is stopping: say so and end
+                print(f"progress unavailable ({type(exc).__name__})", flush=True)
+                return
+
+    def _line(self, compaction_id: int, state: list, now: float, *, final: bool = False):
+        """Print a line of `compaction_id` when due (the interval passed since its last one, or tasks finished: its
+        first or its last, or any since the last line when `final`); returns its counts (None: no job yet)."""
+        began, last, done_then = state
+        counts = self.runner.counts(compaction_id)
+        done = counts[0] if counts is not None else 0
+        total = counts[1] if counts is not None else 0
+        finished = done != done_then and (final or done_then == 0 or done == total)
+        if (now - last >= self.interval and not final) or (counts is not None and finished):
+            print(f"progress: compaction {compaction_id}: {now - began:.0f} s: {self.runner.progress(compaction_id)}",
+                  flush=True)
+            state[1], state[2] = now, done
+        return counts
+
+
+def end_line(compaction_id: int, result: str, stats: dict, counts: tuple[int, int, int, int] | None,
+             duration: float | None) -> str:
+    """`end: compaction N: <result> in <s> s: tasks d/t done; e events read, w written; <bytes> read, <bytes>
+    written`: the outcome's figures (`stats`, as in the result file), the tasks and, where the outcome has none (a
+    failure), the events from the task counters (`counts`)."""
+    done, total, read, written = counts if counts is not None else (0, stats.get("tasks", 0), 0, 0)
+    read, written = stats.get("events_read", read), stats.get("events_written", written)
+    took = f" in {duration:.1f} s" if duration is not None else ""
+    figures = f"tasks {done}/{total} done; {read} events read, {written} written"
+    if "bytes_read" in stats and "bytes_written" in stats:
+        figures += f"; {_size(stats['bytes_read'])} read, {_size(stats['bytes_written'])} written"
+    else:
+        figures += "; nothing committed"
+    return f"end: compaction {compaction_id}: {result}{took}: {figures}"
+
+
+def _size(count: int) -> str:
+    """`512 B`, `11.2 KiB`, `3.0 GiB`."""
+    size, unit = float(count), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def _progress_seconds() -> float:
+    """`ACID_PROGRESS_SECONDS` (default PROGRESS_SECONDS)."""
+    value = os.environ.get("ACID_PROGRESS_SECONDS") or PROGRESS_SECONDS
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"ACID_PROGRESS_SECONDS must be a number of seconds above 0, got {value!r}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -234,39 +385,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compaction {args.compaction_id}: Spark application {application_id}, UI {ui}", flush=True)
     else:
         print(f"compaction batch: Spark application {application_id}, UI {ui}", flush=True)
-    stop = threading.Event()
+    reporter: ProgressReporter | None = None
+    started = time.monotonic()
     try:
         worker_id = worker_id or f"{metastore.db.identity.host}-spark-{application_id}"
         runner = SparkRunner(spark)
-        interval = float(os.environ.get("ACID_PROGRESS_SECONDS") or PROGRESS_SECONDS)
-        threading.Thread(target=_report_progress, args=(runner, stop, interval), daemon=True,
-                         name="compaction-progress").start()
+        reporter = ProgressReporter(runner, interval=_progress_seconds()).start()
         if args.batch:
-            return _run_batch(args, metastore, runner, worker_id, application_id, job_conf, launcher_conf)
+            return _run_batch(args, metastore, runner, reporter, worker_id, application_id, job_conf, launcher_conf)
         started = time.monotonic()
+        reporter.begin(args.compaction_id)
         outcome = CompactionWorker(metastore, worker_id=worker_id, runner=runner,
                                    job_id=application_id).run(args.compaction_id)
-        stop.set()
         message = f"compaction {outcome.compaction_id}: {outcome.result}: {outcome.message}"
         stats = {"duration_seconds": round(time.monotonic() - started, 3), "events_read": outcome.events_read,
                  "events_written": outcome.inserts + outcome.deletes, "bytes_read": outcome.bytes_read,
                  "bytes_written": outcome.bytes_written, "tasks": runner.tasks_total,
                  "metastore_retries": outage_counts()["failures"]}
-        return _report(args.result_file, True, message, worker_id, stats)
+        reporter.end(outcome.compaction_id, message, stats, result=outcome.result)
+        return _report(args.result_file, True, message, worker_id, stats, echo=False)
     except Exception as exc:  # a Spark task failure arrives as a Py4J error wrapping the Python one
         if args.batch:
             return _batch_error(args.result_file, exc)
-        return _report(args.result_file, False, f"compaction {args.compaction_id} failed: {_reason(exc)}", worker_id)
+        message = f"compaction {args.compaction_id} failed: {_reason(exc)}"
+        if reporter is not None:
+            reporter.end(args.compaction_id, message, {"duration_seconds": round(time.monotonic() - started, 3)},
+                         result="failed", failed=True)
+        return _report(args.result_file, False, message, worker_id, echo=reporter is None)
     finally:
-        stop.set()
+        if reporter is not None:
+            reporter.stop()
         metastore.close()
         spark.stop()
 
 
-def _run_batch(args, metastore: Metastore, runner: SparkRunner, worker_id: str, application_id: str,
-               job_conf: dict, launcher_conf: dict) -> int:
-    """`--batch`: acid_core's BatchWorker with this application; each compaction is logged and recorded (one JSON
-    line as it starts, one as it ends) as it happens, then why the batch stopped."""
+def _run_batch(args, metastore: Metastore, runner: SparkRunner, reporter: ProgressReporter, worker_id: str,
+               application_id: str, job_conf: dict, launcher_conf: dict) -> int:
+    """`--batch`: acid_core's BatchWorker with this application; each compaction is logged (its start, progress and
+    end lines) and recorded (one JSON line as it starts, one as it ends) as it happens, then why the batch stopped."""
     selection = QueueSelection(pool=args.pool, other_than=tuple(p for p in args.other_than.split(",") if p),
                                pool_timeout_ms=args.pool_timeout_ms)
     records = open(args.result_file, "a", encoding="utf-8") if args.result_file else None
@@ -280,9 +436,10 @@ def _run_batch(args, metastore: Metastore, runner: SparkRunner, worker_id: str, 
         print(f"compaction {entry.id}: {entry.type.display.lower()} compaction of {describe(entry)} in Spark "
               f"application {application_id} as worker {worker_id}", flush=True)
         record({"event": "start", "compaction_id": entry.id})
+        reporter.begin(entry.id)
 
     def on_end(item) -> None:
-        print(item.message, file=sys.stderr if item.failed else sys.stdout, flush=True)
+        reporter.end(item.compaction_id, item.message, item.stats, result=item.result, failed=item.failed)
         record(item.as_record())
 
     try:
@@ -337,11 +494,14 @@ def _reason(exc: Exception) -> str:
     return one_line_cause(exc)
 
 
-def _report(result_file: str | None, ok: bool, message: str, worker_id: str | None, stats: dict | None = None) -> int:
+def _report(result_file: str | None, ok: bool, message: str, worker_id: str | None, stats: dict | None = None, *,
+            echo: bool = True) -> int:
+    """Write the result file; print `message` too unless the progress reporter did (`echo` False)."""
     if result_file:
         with open(result_file, "w", encoding="utf-8") as handle:
             json.dump({"ok": ok, "message": message, "worker_id": worker_id, "stats": stats or {}}, handle)
-    print(message, file=sys.stdout if ok else sys.stderr)
+    if echo:
+        print(message, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Mapping
 
 import pyspark
 from pyspark.sql import SparkSession
 
-from acid_core.compaction.job_conf import DEFAULT_PYSPARK_MEMORY
+from acid_core.compaction.job_conf import DEFAULT_PYSPARK_MEMORY, local_driver_environment
 from acid_core.errors import AcidError
 from acid_core.metastore.properties import PYSPARK_MEMORY_CONF
 from acid_core.shipping import combine_conf, executor_conf, is_local_master, options_from_env
@@ -52,6 +53,14 @@ DEFAULT_CONF: Mapping[str, str] = {
     # stream a stripe or a batch at a time, so a partition of any size fits; a job may ask for more (conf=...).
     PYSPARK_MEMORY_CONF: DEFAULT_PYSPARK_MEMORY,
 }
+
+
+# pyspark 4.3 warns once per process, from pyspark.testing.utils (imported by its py4j converters when the first
+# SparkConf is made) and again on pandas/Arrow UDFs, that it "does not yet fully support pandas >= 3.0.0": the
+# driver's stderr, so every compaction task log, carried it with its full path. The jobs use pandas only through
+# Arrow record batches; any other FutureWarning, from pyspark or elsewhere, still shows.
+warnings.filterwarnings("ignore", message=r"PySpark does not yet fully support pandas >= 3\.0\.0",
+                        category=FutureWarning, module=r"pyspark\.")
 
 
 # The driver's S3 settings, handed to executors as spark.executorEnv.* in this process (never on a command line; Spark's
@@ -111,6 +120,8 @@ def build_session(app_name: str, *, master: str | None = None,
         check_pyspark_versions(session)
         return session
     resolved = resolve_master(master)
+    for name, value in local_driver_environment(resolved, os.environ).items():  # before the JVM starts
+        os.environ.setdefault(name, value)
     shipped = executor_conf(resolved, options_from_env())  # {} for local masters
     if not shipped:
         # pyspark starts local Python workers with $PYSPARK_PYTHON, else `python3` from PATH: make it this interpreter.

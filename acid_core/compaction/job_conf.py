@@ -53,3 +53,26 @@ def compaction_spark_conf(table_params: Mapping[str, str], request_properties: s
             spark_memory_mib(value, what=f"the launcher's setting {PYSPARK_MEMORY_CONF!r}")
         chosen[PYSPARK_MEMORY_CONF] = value.strip() if value is not None else DEFAULT_PYSPARK_MEMORY
     return dict(sorted(chosen.items()))
+
+
+def local_driver_environment(master: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """`{"SPARK_LOCAL_IP": "127.0.0.1"}` for a local master (`local[*]`, `local-cluster[...]`: driver and executors on
+    this machine) on a host whose name resolves to a loopback address, unless `environ` sets SPARK_LOCAL_IP; else {}.
+
+    Spark's `Utils.findLocalInetAddress` would otherwise pick another interface's address and warn twice ("Your
+    hostname, h, resolves to a loopback address: 127.0.0.1; using ... instead", "Set SPARK_LOCAL_IP if you need to
+    bind to another address"), although a local application talks over loopback only. A cluster master gets
+    nothing: there the warning says something true (its executors must reach the driver at a routable address).
+    """
+    import ipaddress
+    import socket
+
+    from acid_core.shipping import is_local_master
+
+    if environ.get("SPARK_LOCAL_IP") or not is_local_master(master):
+        return {}
+    try:
+        address = ipaddress.ip_address(socket.gethostbyname(socket.gethostname()))
+    except (OSError, ValueError):  # the name does not resolve: Spark says so itself
+        return {}
+    return {"SPARK_LOCAL_IP": "127.0.0.1"} if address.is_loopback else {}

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -65,7 +64,6 @@ class AcidCompactionBatchOperator(AcidCompactionOperator):
 
     def execute(self, context) -> dict:
         from acid_core.compaction.batch import OTHER_SETTINGS, QueueSelection
-        from acid_core.metastore.engine import driver_environment
         from acid_plugin.hooks import AcidMetastoreHook
 
         selection = QueueSelection(pool=self.compaction_pool, other_than=self.other_than,
@@ -76,7 +74,6 @@ class AcidCompactionBatchOperator(AcidCompactionOperator):
         base_conf = dict(self.conf or {})
         base_env = dict(self.env_vars or {})
         self.application = self.application or compact_job_path()
-        python_bin = os.path.dirname(sys.executable)
         run = _BatchRun(self, context, metastore_hook, worker_id)
         shipped: dict[str, str] | None = None
         stopped = "queue empty"
@@ -93,14 +90,7 @@ class AcidCompactionBatchOperator(AcidCompactionOperator):
                     shipped = self._executor_conf(head.id)  # {} on local masters
                 self.conf = _combine(base_conf, job_conf, shipped)
                 self.conf.setdefault("spark.driver.extraJavaOptions", quiet_driver_java_options())
-                self.env_vars = {
-                    **driver_environment(metastore_hook.get_url()),
-                    "ACID_WAREHOUSE": metastore_hook.get_warehouse(),
-                    "PYSPARK_PYTHON": shipped.get("spark.pyspark.python", sys.executable),
-                    "PYSPARK_DRIVER_PYTHON": sys.executable,
-                    "PATH": os.pathsep.join([python_bin, os.environ.get("PATH", "")]),
-                    **base_env,
-                }
+                self.env_vars = self._driver_env(metastore_hook, shipped, base_env)
                 stop = run.application(self, selection, remaining=remaining,
                                        seconds=max(1.0, deadline - time.monotonic()), job_conf=job_conf,
                                        launcher_conf=_launcher_conf(base_conf), head=head.id)

@@ -69,7 +69,6 @@ class AcidCompactionOperator(SparkSubmitOperator):
         from acid_core.compaction.attempt import Result, after_run, before_run, describe
         from acid_core.compaction.job_conf import compaction_spark_conf
         from acid_core.errors import AcidError
-        from acid_core.metastore.engine import driver_environment
         from acid_core.shipping import combine_conf
         from acid_plugin.hooks import AcidMetastoreHook
 
@@ -110,17 +109,7 @@ class AcidCompactionOperator(SparkSubmitOperator):
         self.application_args = ["--compaction-id", str(compaction_id), "--worker-id", worker_id,
                                  "--result-file", result_file]
         self.conf.setdefault("spark.driver.extraJavaOptions", quiet_driver_java_options())
-        python_bin = os.path.dirname(sys.executable)
-        self.env_vars = {
-            **driver_environment(metastore_hook.get_url()),  # the password apart from the URL
-            "ACID_WAREHOUSE": metastore_hook.get_warehouse(),
-            # spark-submit gives the executors PYSPARK_PYTHON (spark.pyspark.python wins over it): on a cluster, the
-            # shipped Python, which replaces any PYSPARK_PYTHON of this worker's own environment
-            "PYSPARK_PYTHON": shipped.get("spark.pyspark.python", sys.executable),
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "PATH": os.pathsep.join([python_bin, os.environ.get("PATH", "")]),
-            **(self.env_vars or {}),
-        }
+        self.env_vars = self._driver_env(metastore_hook, shipped, self.env_vars)
         self.log.info("%s as worker %s (%s)", before.message, worker_id,
                       ", ".join(f"{key}={value}" for key, value in sorted({**job_conf, **shipped}.items())))
         submit_error: AirflowException | OSError | None = None
@@ -147,6 +136,35 @@ class AcidCompactionOperator(SparkSubmitOperator):
         self.log.info("%s", after.message)
         _describe_events(context, self.outlets, after.entry)
         return _summary(after.entry, after.message)
+
+    def _driver_env(self, metastore_hook, shipped: dict[str, str], own: dict[str, str] | None) -> dict[str, str]:
+        """spark-submit's environment (its driver's too): the metastore URL and password, the warehouse, this
+        interpreter for the driver, the executors' Python, SPARK_LOCAL_IP on loopback for a local master on a host
+        whose name resolves to loopback (`acid_core.compaction.job_conf.local_driver_environment`, so Spark does not
+        warn about it), then the operator's own `env_vars`, which win."""
+        from acid_core.compaction.job_conf import local_driver_environment
+        from acid_core.metastore.engine import driver_environment
+
+        master = self._get_hook()._connection["master"]
+        return {
+            **driver_environment(metastore_hook.get_url()),  # the password apart from the URL
+            "ACID_WAREHOUSE": metastore_hook.get_warehouse(),
+            # spark-submit gives the executors PYSPARK_PYTHON (spark.pyspark.python wins over it): on a cluster, the
+            # shipped Python, which replaces any PYSPARK_PYTHON of this worker's own environment
+            "PYSPARK_PYTHON": shipped.get("spark.pyspark.python", sys.executable),
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+            **local_driver_environment(master, {**os.environ, **(own or {})}),
+            **(own or {}),
+        }
+
+    def _get_hook(self):
+        """The provider's hook, whose task-log lines leave out what Spark and pyspark print that cannot be turned
+        off where it is printed (`without_known_noise`)."""
+        hook = super()._get_hook()
+        process = hook._process_spark_submit_log
+        hook._process_spark_submit_log = lambda lines: process(without_known_noise(lines))
+        return hook
 
     def _skip(self, context, verdict) -> AirflowSkipException:
         """An aborted compaction's ending: its summary as the XCom `return_value`, its message logged and skipped."""
@@ -223,6 +241,32 @@ def quiet_driver_java_options() -> str:
     errors only), so Spark's start-up chatter stays out of the task log."""
     path = os.path.join(os.path.dirname(compact_job_path()), "log4j2.properties")
     return f"-Dlog4j2.configurationFile=file:{path}"
+
+
+# What spark-submit prints that cannot be turned off where it is printed, each matched whole (a line that says anything
+# more, or anything else, stays in the task log):
+KNOWN_NOISE = (
+    # The driver JVM: Spark 4's launcher always adds --add-modules=jdk.incubator.vector (JavaModuleOptions), and the
+    # JDK prints this for any incubator module it resolves (ModuleBootstrap.checkIncubatingStatus), with no option.
+    re.compile(r"WARNING: Using incubator modules: jdk\.incubator\.vector"),
+    # Every Python worker, at every task, when spark.executor.pyspark.memory caps it (the cap is wanted: acid_core's
+    # job_conf sets 2g): pyspark.worker_util.setup_memory_limits prints these two (each followed by an empty line)
+    # unconditionally. A limit that cannot be set ("Failed to set memory limit: ...") is not matched.
+    re.compile(r"Current mem limits: -?\d+ of max -?\d+"),
+    re.compile(r"Setting mem limits to \d+ of max \d+"),
+)
+
+
+def without_known_noise(lines):
+    """`lines` (spark-submit's output) without those of KNOWN_NOISE, and without the empty line that follows one."""
+    dropped = False
+    for line in lines:
+        text = line.strip()
+        if any(pattern.fullmatch(text) for pattern in KNOWN_NOISE) or (dropped and not text):
+            dropped = bool(text)
+            continue
+        dropped = False
+        yield line
 
 
 def _read_stats(result_dir: str, result_file: str) -> dict:
