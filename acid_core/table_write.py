@@ -262,7 +262,7 @@ class TableWrite:
                 if partition is not None:
                     self.metastore.catalog.add_partition(self.table.database, self.table.name,
                                                          parse_partition_dir_name(partition))
-            self.metastore.txns.commit(self.txn_id)
+            self.metastore.txns.commit(self.txn_id, wrote=bool(self._recorded))
         except BaseException:
             self.abort()
             raise

@@ -22,6 +22,7 @@ BUDGETS = {
     "open naming a table": {"postgresql": (1, 1), "sqlite": (5, 1)},
     "commit without writes": {"postgresql": (1, 1), "sqlite": (7, 1)},
     "commit with an insert": {"postgresql": (12, 2), "sqlite": (12, 1)},
+    "commit of a TableWrite insert": {"postgresql": (11, 1), "sqlite": (12, 1)},
     "abort": {"postgresql": (4, 1), "sqlite": (5, 1)},
     "heartbeat": {"postgresql": (1, 1), "sqlite": (2, 1)},
     "snapshot of a named table": {"postgresql": (4, 1), "sqlite": (5, 1)},
@@ -75,6 +76,11 @@ def measured(ms):
     ms.txns.allocate_write_ids([txn], "default", "t")
     ms.txns.add_components(txn, "default", "t", [None], Operation.INSERT)
     measure("commit with an insert", lambda: ms.txns.commit(txn))
+    from acid_core.table_write import TableWrite
+
+    write = TableWrite.open(ms, "default", "t", agent_info="statement counts")
+    write.record(None, Operation.INSERT)
+    measure("commit of a TableWrite insert", write.commit)
     lock = measure("lock", lambda: ms.locks.lock([LockComponent("default", "t", None, LockType.SHARED_READ)]))
     measure("unlock", lambda: ms.locks.unlock(lock.lock_id))
     measure("snapshot without a transaction", lambda: ms.txns.snapshot(["default.t"]))

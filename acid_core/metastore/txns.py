@@ -234,8 +234,10 @@ class TxnStore:
         return row[0] or 0
 
     # --- commit / abort -------------------------------------------------------------------------------------------
-    def commit(self, txn_id: int) -> None:
-        """Commit: first committer wins for update/delete of the same partition.
+    def commit(self, txn_id: int, *, wrote: bool = False) -> None:
+        """Commit: first committer wins for update/delete of the same partition. `wrote`: the caller knows the
+        transaction recorded components (a write), so the one-statement path of a transaction that wrote nothing is
+        not tried first (it would find components and cost a round trip for nothing).
 
         Raises:
             WriteConflictError: another update/delete on the same partition committed after this transaction began;
@@ -246,7 +248,7 @@ class TxnStore:
             return lambda conn: NOT_DONE if conn.execute(sa.select(s.txns.c.TXN_ID).where(
                 s.txns.c.TXN_ID == txn_id)).first() else result
 
-        if self.db.dialect == "postgresql" and self.db.run(
+        if self.db.dialect == "postgresql" and not wrote and self.db.run(
                 f"commit transaction {txn_id}", lambda conn: conn.execute(_COMMIT_WITHOUT_WRITES, {"txn": txn_id})
                 .scalar_one(), single_statement=True, done_check=gone(1)):
             return  # nothing written: one round trip
