@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -127,9 +127,12 @@ class EventStreamWriter:
 
     def __init__(self, fs: FileSystem, destination: str, *, compression: str = "ZLIB",
                  stripe_bytes: int = DEFAULT_STRIPE_BYTES, columns: Sequence[Column] | None = None,
-                 background: bool = False) -> None:
+                 background: bool = False, key_observer: Callable[[pa.RecordBatch], None] | None = None) -> None:
         """`background`: encode on a thread of its own, for a writer that is the only one running (a compaction of
-        one bucket); where every core already runs a task, the thread would only compete with them."""
+        one bucket); where every core already runs a task, the thread would only compete with them.
+        `key_observer`: given each stripe's key columns (KEY_FIELDS) as `close` reads them back from the written
+        file for `hive.acid.key.index`, so a caller can check what the file holds without decoding them again (not
+        called for files the row-wise writer writes)."""
         if compression.upper() not in _COMPRESSION:
             raise SchemaMismatchError(f"compression {compression!r} is not one of {sorted(_COMPRESSION)} "
                                       "(Hive 3.1 cannot read ZSTD)")
@@ -152,6 +155,7 @@ class EventStreamWriter:
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
+        self._key_observer = key_observer
 
     def write(self, table: pa.Table) -> None:
         """Append events; they must continue the key order of everything written before.
@@ -276,7 +280,7 @@ class EventStreamWriter:
             if self._rowwise:
                 self._stream.close()
             else:
-                _add_acid_metadata(self._scratch, stats, self.destination)
+                _add_acid_metadata(self._scratch, stats, self.destination, key_observer=self._key_observer)
             put_scratch(self.fs, self._scratch, self.destination)
         return stats
 
@@ -298,14 +302,18 @@ class EventStreamWriter:
             self.abort()
 
 
-def _add_acid_metadata(scratch, stats: AcidStats, destination: str) -> None:
-    """Read back each stripe's last key for `hive.acid.key.index` (one stripe's key columns at a time) and patch it,
-    `hive.acid.stats` and `hive.acid.version` into the finished scratch file's footer."""
+def _add_acid_metadata(scratch, stats: AcidStats, destination: str, *,
+                       key_observer: Callable[[pa.RecordBatch], None] | None = None) -> None:
+    """Read back each stripe's last key for `hive.acid.key.index` (one stripe's key columns at a time, each also
+    handed to `key_observer`) and patch it, `hive.acid.stats` and `hive.acid.version` into the finished scratch
+    file's footer."""
     key_index = []
     with pa.OSFile(scratch.path) as handle:  # read, not memory-mapped: a mapping of the whole file would count
         written = pa_orc.ORCFile(handle)    # against a Spark worker's address-space cap
         for stripe in range(written.nstripes):
             keys = written.read_stripe(stripe, columns=list(KEY_FIELDS))
+            if key_observer is not None:
+                key_observer(keys)
             last = keys.num_rows - 1
             key_index.append("%d,%d,%d;" % (keys.column(0)[last].as_py(), keys.column(1)[last].as_py(),
                                             keys.column(2)[last].as_py()))

@@ -7,7 +7,9 @@ event to the new delete delta, nothing applied. Rebalance: as major, for one key
 renumbered into one new bucket (plan.py). Events are written in key order: each input file streams its stripes
 into a k-way merge (`sorted_merge`) whose output is written as it comes (`EventStreamWriter`), as Hive's
 OrcRawRecordMerger feeds its OrcRecordUpdater. Pure acid_core: Spark runs this function on its executors, the local
-runner in-process.
+runner in-process. With `plan.verify` a task also counts the ROW__IDs it reads (and those the deletes remove) and
+checks those of its file as the writer decodes them back for `hive.acid.key.index`, returning the figures the
+driver compares before the commit (`verify`): the data is checked where it is.
 Memory: a stripe per input file and per delete file plus the output's stripe buffer, not the bucket; time: linear
 in events.
 """
@@ -22,6 +24,7 @@ import pyarrow as pa
 
 from acid_core.compaction.codes import CompactionType
 from acid_core.compaction.plan import BucketWork, CompactionPlan
+from acid_core.compaction.verify import FileChecker, FileFigures, RowIdCounter, Tally, file_figures
 from acid_core.delete_events import DeleteCursor, valid_write_id_mask, without_deleted
 from acid_core.fs import FileSystem
 from acid_core.layout import COMPACTION_PARTS_DIR, bucket_file_name, compaction_part_name
@@ -38,19 +41,43 @@ from acid_core.types import arrow_struct
 
 @dataclass(frozen=True, slots=True)
 class BucketResult:
+    """What one task did: events written and read, and (`plan.verify`) the figures of each file it wrote."""
+
     bucket: int
     inserts: int
     deletes: int
     events_read: int = 0  # insert and delete events read from the inputs (before deletes and validity applied)
+    part: int | None = None  # the part of a split bucket the task wrote
+    figures: tuple[FileFigures, ...] | None = None  # None: not verified (plan.verify off)
+
+
+@dataclass(slots=True)
+class _Counters:
+    """A verifying task's counts of the insert events it read, and of the pieces of its merged stream the deletes
+    took rows from, before and after (their difference: the rows the deletes removed)."""
+
+    read: RowIdCounter
+    merged: RowIdCounter
+    kept: RowIdCounter
+
+    @classmethod
+    def make(cls, *, checksums: bool) -> "_Counters":
+        return cls(*(RowIdCounter(checksums=checksums) for _ in range(3)))
+
+    @property
+    def expected(self) -> Tally:
+        """The events the output must hold: those read, minus those the deletes removed."""
+        return self.read.tally - (self.merged.tally - self.kept.tally)
 
 
 def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
-                   apply_deletes: bool, read: list[int] | None = None) -> Iterator[pa.Table]:
+                   apply_deletes: bool, read: list[int] | None = None,
+                   counters: _Counters | None = None) -> Iterator[pa.Table]:
     """The bucket's visible insert events as data columns plus key columns, in key order, a piece at a time: every
     file streams its stripes into a k-way merge, and the bucket's delete events are applied to the merged stream by
     one cursor per delete file (memory: a stripe per input and per delete file, whatever the bucket holds). A
     key-interval task keeps only its interval, and reads only the files and stripes that can hold it. `read[0]`
-    counts the rows read."""
+    counts the rows read; `counters` the ROW__IDs read, and those the deletes removed (`_counted_deletes`)."""
     write_ids = plan.compactor_write_ids
     read = read if read is not None else [0]
     reader = SnapshotReader(fs, ReadPlan(None, work.inserts, ()), write_ids, with_keys=True,
@@ -62,6 +89,8 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
         for piece in reader.stream(source, after=work.after, up_to=work.up_to):
             piece = _declared_types(conform_columns(piece, names, source.path), row_type)
             read[0] += piece.num_rows
+            if counters is not None:
+                counters.read.add_table(piece, KEY_COLUMNS)
             # A stripe goes on in slices (views), so what is copied downstream (deletes dropped, events built)
             # is a slice at a time while the stripe waits to be used up, not a second stripe.
             for start in range(0, piece.num_rows, BATCH_ROWS):
@@ -79,7 +108,24 @@ def _insert_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, *,
         return merged
     cursors = [DeleteCursor(EventFile(fs, source.path), write_ids, check_validity=source.check_validity,
                             start_key=work.after) for source in work.deletes]
-    return without_deleted(merged, KEY_COLUMNS, cursors=cursors)
+    if counters is None:
+        return without_deleted(merged, KEY_COLUMNS, cursors=cursors)
+    return _counted_deletes(merged, cursors, counters)
+
+
+def _counted_deletes(merged: Iterator[pa.Table], cursors: list[DeleteCursor],
+                     counters: _Counters) -> Iterator[pa.Table]:
+    """`without_deleted`, a piece at a time, counting the pieces the deletes took rows from as they went in and as
+    they came out (a piece nothing deletes from comes out as it went in: nothing to count, the two would cancel).
+    (Hashing both is cheaper than carrying row numbers through the filter to hash only the rows removed.)"""
+    for piece in merged:
+        kept = next(without_deleted((piece,), KEY_COLUMNS, cursors=cursors), None)
+        if kept is not piece:
+            counters.merged.add_table(piece, KEY_COLUMNS)
+            if kept is not None:
+                counters.kept.add_table(kept, KEY_COLUMNS)
+        if kept is not None:
+            yield kept
 
 
 def _declared_types(table: pa.Table, row_type: pa.StructType) -> pa.Table:
@@ -93,20 +139,26 @@ def _declared_types(table: pa.Table, row_type: pa.StructType) -> pa.Table:
     return table
 
 
-def _write_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
-                  events: Iterator[pa.Table], background: bool) -> AcidStats | None:
-    """Write event tables as they come into the bucket's file of result directory `final` (ORC encoding on a
-    thread of its own with `background`); no file (None) when there are none."""
+def _output_path(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str) -> str:
+    """The file a task writes in result directory `final`: its bucket's, or its part of a split bucket."""
     if work.part is None:
-        path = fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
-    else:
-        path = fs.join(plan.temp_dir(final), COMPACTION_PARTS_DIR, compaction_part_name(work.bucket, work.part))
+        return fs.join(plan.temp_dir(final), bucket_file_name(work.bucket))
+    return fs.join(plan.temp_dir(final), COMPACTION_PARTS_DIR, compaction_part_name(work.bucket, work.part))
+
+
+def _write_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
+                  events: Iterator[pa.Table], background: bool, checker: FileChecker | None = None) -> AcidStats | None:
+    """Write event tables as they come into the bucket's file of result directory `final` (ORC encoding on a
+    thread of its own with `background`); no file (None) when there are none. `checker` sees the file's key
+    columns as the writer reads them back."""
+    path = _output_path(fs, plan, work, final)
     writer = None
     try:
         for table in events:
             if writer is None:
                 writer = EventStreamWriter(fs, path, compression=plan.compression, stripe_bytes=plan.stripe_bytes,
-                                           columns=plan.columns, background=background)
+                                           columns=plan.columns, background=background,
+                                           key_observer=None if checker is None else checker.add)
             writer.write(table)
         return writer.close() if writer is not None else None
     except BaseException:
@@ -116,7 +168,7 @@ def _write_events(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final:
 
 
 def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
-                   pieces: Iterator[pa.Table], background: bool) -> int:
+                   pieces: Iterator[pa.Table], background: bool, checker: FileChecker | None = None) -> int:
     """Insert events (originalTransaction = currentTransaction = the row's write id) written piece by piece; no
     file when no row survives."""
     names = [c.name for c in plan.columns]
@@ -127,12 +179,12 @@ def _write_inserts(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final
             yield event_table(INSERT_OPERATION, owid, table.column(KEY_COLUMNS[1]).to_numpy(),
                               table.column(KEY_COLUMNS[2]).to_numpy(), owid, rows_struct(table.select(names)))
 
-    stats = _write_events(fs, plan, work, final, events(), background)
+    stats = _write_events(fs, plan, work, final, events(), background, checker)
     return stats.inserts if stats is not None else 0
 
 
 def _write_rebalanced(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str,
-                      pieces: Iterator[pa.Table], background: bool) -> int:
+                      pieces: Iterator[pa.Table], background: bool, checker: FileChecker | None = None) -> int:
     """A rebalance task's rows as insert events of bucket `work.bucket`, rowIds 0.. in key order; each keeps its
     write id (originalTransaction = currentTransaction), as Hive's rebalance keeps ROW__ID.writeId."""
     names = [c.name for c in plan.columns]
@@ -148,14 +200,14 @@ def _write_rebalanced(fs: FileSystem, plan: CompactionPlan, work: BucketWork, fi
                               rows_struct(table.select(names)))
             written += count
 
-    stats = _write_events(fs, plan, work, final, events(), background)
+    stats = _write_events(fs, plan, work, final, events(), background, checker)
     return stats.inserts if stats is not None else 0
 
 
-def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork,
-                   read: list[int]) -> tuple[Iterator[pa.Table], pa.StructType]:
+def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, read: list[int],
+                   counter: RowIdCounter | None = None) -> tuple[Iterator[pa.Table], pa.StructType]:
     """The bucket's valid delete events (keys and writing write id), in key order, a batch at a time (bounded
-    however many events a delete stripe holds)."""
+    however many events a delete stripe holds); `counter` counts their ROW__IDs as they are read."""
     write_ids = plan.compactor_write_ids
     files = [EventFile(fs, source.path) for source in work.deletes]
 
@@ -166,6 +218,8 @@ def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork,
             if check_validity:
                 table = table.filter(pa.array(valid_write_id_mask(write_ids,
                                                                   table.column(CURRENT_WRITE_ID).to_numpy())))
+            if counter is not None:
+                counter.add_table(table, KEY_FIELDS)
             yield table
 
     row_type = files[0].row_type
@@ -177,12 +231,12 @@ def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork,
 
 
 def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str, background: bool,
-                   read: list[int]) -> int:
-    pieces, row_type = _delete_stream(fs, plan, work, read)
+                   read: list[int], counter: RowIdCounter | None = None, checker: FileChecker | None = None) -> int:
+    pieces, row_type = _delete_stream(fs, plan, work, read, counter)
     events = (event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
                           table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(row_type, table.num_rows))
               for table in pieces)
-    stats = _write_events(fs, plan, work, final, events, background)
+    stats = _write_events(fs, plan, work, final, events, background, checker)
     return stats.deletes if stats is not None else 0
 
 
@@ -193,18 +247,38 @@ def run_bucket(plan: CompactionPlan, work: BucketWork, *, background: bool = Fal
     outputs = [name for name, _ in plan.outputs]
     read = [0]  # events read, counted as the streams are consumed
     if plan.kind in (CompactionType.MAJOR, CompactionType.REBALANCE):
-        pieces = _insert_stream(fs, plan, work, apply_deletes=True, read=read)
-        write = _write_rebalanced if plan.kind is CompactionType.REBALANCE else _write_inserts
-        return BucketResult(work.bucket, write(fs, plan, work, outputs[0], pieces, background), 0, read[0])
+        renumbered = plan.kind is CompactionType.REBALANCE  # new ROW__IDs: counts compare, checksums cannot
+        counters = _Counters.make(checksums=not renumbered) if plan.verify else None
+        checker = FileChecker(work.bucket, checksums=not renumbered) if plan.verify else None
+        pieces = _insert_stream(fs, plan, work, apply_deletes=True, read=read, counters=counters)
+        write = _write_rebalanced if renumbered else _write_inserts
+        inserted = write(fs, plan, work, outputs[0], pieces, background, checker)
+        figures = None if checker is None else (
+            file_figures(fs, _output_path(fs, plan, work, outputs[0]), checker, directory=outputs[0], part=work.part,
+                         expected=counters.expected),)
+        return BucketResult(work.bucket, inserted, 0, read[0], part=work.part, figures=figures)
     inserted = deleted = 0
+    found: list[FileFigures] = []
     insert_output = next((name for name in outputs if name.startswith("delta_")), None)
     delete_output = next((name for name in outputs if name.startswith("delete_delta_")), None)
     if insert_output and work.inserts:
+        counters = _Counters.make(checksums=True) if plan.verify else None
+        checker = FileChecker(work.bucket) if plan.verify else None
         inserted = _write_inserts(fs, plan, work, insert_output,
-                                  _insert_stream(fs, plan, work, apply_deletes=False, read=read), background)
+                                  _insert_stream(fs, plan, work, apply_deletes=False, read=read, counters=counters),
+                                  background, checker)
+        if checker is not None:
+            found.append(file_figures(fs, _output_path(fs, plan, work, insert_output), checker,
+                                      directory=insert_output, part=work.part, expected=counters.read.tally))
     if delete_output and work.deletes:
-        deleted = _write_deletes(fs, plan, work, delete_output, background, read)
-    return BucketResult(work.bucket, inserted, deleted, read[0])
+        counter = RowIdCounter() if plan.verify else None
+        checker = FileChecker(work.bucket, strict=False) if plan.verify else None  # a row deleted twice: two events
+        deleted = _write_deletes(fs, plan, work, delete_output, background, read, counter, checker)
+        if checker is not None:
+            found.append(file_figures(fs, _output_path(fs, plan, work, delete_output), checker,
+                                      directory=delete_output, part=work.part, expected=counter.tally))
+    return BucketResult(work.bucket, inserted, deleted, read[0], part=work.part,
+                        figures=tuple(found) if plan.verify else None)
 
 
 def join_parts(fs: FileSystem, plan: CompactionPlan) -> None:

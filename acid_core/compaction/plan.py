@@ -68,6 +68,7 @@ class CompactionPlan:
     buckets: tuple[BucketWork, ...]
     compression: str = "ZLIB"
     stripe_bytes: int = DEFAULT_STRIPE_BYTES  # the table's orc.stripe.size: the output writer's buffer
+    verify: bool = True  # tasks return the figures `verify.verify_output` checks (compactor.verify='false': not needed)
 
     @property
     def compactor_write_ids(self) -> ValidCompactorWriteIdList:
@@ -128,12 +129,13 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
                columns: tuple[Column, ...], write_ids: ValidCompactorWriteIdList, txn_id: int,
                compression: str = "ZLIB", stripe_bytes: int = DEFAULT_STRIPE_BYTES,
                number_of_buckets: int | None = None, split_rows: int | None = None,
-               parallelism: int = 1) -> CompactionPlan:
+               parallelism: int = 1, verify: bool = True) -> CompactionPlan:
     """Group the snapshot's files by bucket (the file name's bucket number, as Hive's compactor splits its work); a
     rebalance splits them by key interval into `number_of_buckets` tasks instead. With `split_rows`, a major
     compaction's bucket of more rows than that is split by key interval into parts of about that many rows, one task
     each; the parts are concatenated stripe by stripe into the bucket's file afterwards (`execute.join_parts`), so
-    every ROW__ID and the one file per bucket stay as they are."""
+    every ROW__ID and the one file per bucket stay as they are. `verify`: the tasks count what they merge and read
+    their output back, for the check before the commit (`verify.verify_output`)."""
     if kind is CompactionType.MINOR:  # a minor compaction merges deltas only; the base and originals stay
         state = dataclasses.replace(state, base=None, original_files=())
     read = plan_read(fs, state, write_ids)
@@ -155,7 +157,7 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
         compaction_id=compaction_id, kind=kind, location=fs.uri(state.location), columns=columns, write_ids=str(write_ids),
         compactor_txn_id=txn_id,
         outputs=tuple((name, temp_name(name, compaction_id) if fs.renames_atomically else name) for name in names),
-        buckets=works, compression=compression, stripe_bytes=stripe_bytes)
+        buckets=works, compression=compression, stripe_bytes=stripe_bytes, verify=verify)
 
 
 def _split(fs: FileSystem, work: BucketWork, split_rows: int | None, parallelism: int,

@@ -345,7 +345,13 @@ class CompactionWorker:
         return _Prepared(info, txn_id, plan, state, fs, location)
 
     def _finish(self, prepared: "_Prepared", results: Sequence[BucketResult]) -> Outcome:
-        """Everything after the tasks ran: parts joined, format files, renames, ready for cleaning, commit."""
+        """Everything after the tasks ran: parts joined, the output verified (unless the table's compactor.verify is
+        'false'), format files, renames, ready for cleaning, commit.
+
+        Raises:
+            CompactionVerificationError: the output is not what the input gives (`verify.verify_output`); nothing
+                was renamed or committed, and the failure path removes the output.
+        """
         store, info, txn_id, plan, state = (self.metastore, prepared.info, prepared.txn_id, prepared.plan,
                                             prepared.state)
         fs, location = prepared.fs, prepared.location
@@ -353,6 +359,12 @@ class CompactionWorker:
         if job and job != self.job_id:
             store.compactions.set_hadoop_job_id(info.id, job, worker_id=self.worker_id)
         join_parts(fs, plan)
+        from acid_core.compaction.verify import verification_enabled, verify_output  # (kept inside _finish for now)
+
+        # Before anything becomes visible: the tasks' figures against each other and the result directories' listing.
+        verified = plan.verify and verification_enabled(store.catalog.get_table(info.database, info.table))
+        if verified:
+            verify_output(fs, plan, results)
         for _, temp in plan.outputs:
             fs.write_atomically(fs.join(location, temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
         for final, temp in plan.outputs:
@@ -367,7 +379,8 @@ class CompactionWorker:
         bytes_written = sum(entry.size for final, _ in plan.outputs
                             for entry in fs.list_dir(fs.join(location, final), missing_ok=True) if not entry.is_dir)
         return Outcome(info.id, Result.COMPACTED.value, f"{info.type.display.lower()} compaction {info.id} wrote "
-                       f"{written}: {inserts} insert and {deletes} delete events in {buckets} buckets{tasks}",
+                       f"{written}: {inserts} insert and {deletes} delete events in {buckets} buckets{tasks}"
+                       + (", verified" if verified else ", not verified (compactor.verify is off)"),
                        inserts, deletes, events_read=sum(r.events_read for r in results),
                        bytes_read=input_bytes(state), bytes_written=bytes_written)
 
