@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 
 from acid_core.compaction.attempt import Result, before_run
 from acid_core.compaction.execute import BucketResult, join_parts, run_bucket
+from acid_core.compaction.verify import verification_enabled, verify_output
 from acid_core.compaction.plan import (CompactionPlan, build_plan, enough_to_compact, is_leftover_of,
                                        is_output_of_attempt)
 from acid_core.errors import (AcidError, CompactionStateError, MetastoreUnavailableError, UsageError,
@@ -339,7 +340,7 @@ class CompactionWorker:
                           txn_id=txn_id, compression=(table.param("orc.compress") or "ZLIB").upper(),
                           stripe_bytes=stripe_size(table), number_of_buckets=info.number_of_buckets,
                           split_rows=getattr(self.runner, "split_rows", None),
-                          parallelism=getattr(self.runner, "parallelism", 1))
+                          parallelism=getattr(self.runner, "parallelism", 1), verify=verification_enabled(table))
         for _, temp in plan.outputs:
             fs.make_dirs(fs.join(location, temp))
         return _Prepared(info, txn_id, plan, state, fs, location)
@@ -359,10 +360,9 @@ class CompactionWorker:
         if job and job != self.job_id:
             store.compactions.set_hadoop_job_id(info.id, job, worker_id=self.worker_id)
         join_parts(fs, plan)
-        from acid_core.compaction.verify import verification_enabled, verify_output  # (kept inside _finish for now)
-
-        # Before anything becomes visible: the tasks' figures against each other and the result directories' listing.
-        verified = plan.verify and verification_enabled(store.catalog.get_table(info.database, info.table))
+        # Before anything becomes visible: the tasks' figures against each other and the result directories' listing
+        # (the table's compactor.verify, read when the plan was made).
+        verified = plan.verify
         if verified:
             verify_output(fs, plan, results)
         for _, temp in plan.outputs:
