@@ -12,6 +12,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from acid_core.errors import InvalidRowError
 from acid_core.orc_events import Column
 from acid_core.types import TEXT_KINDS, HiveType, parse_type
@@ -141,3 +145,155 @@ def bucket_function(columns: Sequence[Column], bucket_columns: Sequence[str], bu
         return (_combined_hash([row[p] for p in positions], types, version) & 0x7FFFFFFF) % bucket_count
 
     return place
+
+
+# --- vectorized: a whole Arrow batch at once ---------------------------------------------------------------------
+_M32 = np.uint64(0xFFFFFFFF)
+_C1, _C2 = np.uint64(0xCC9E2D51), np.uint64(0x1B873593)
+_INT_WIDTHS = {"tinyint": 1, "smallint": 2, "int": 4, "bigint": 8}
+
+
+def _rotl(k: np.ndarray, r: int) -> np.ndarray:
+    return ((k << np.uint64(r)) | (k >> np.uint64(32 - r))) & _M32
+
+
+def _mix_block(h: np.ndarray, k: np.ndarray) -> np.ndarray:
+    k = (k * _C1) & _M32
+    k = _rotl(k, 15)
+    k = (k * _C2) & _M32
+    h = h ^ k
+    h = _rotl(h, 13)
+    return (h * np.uint64(5) + np.uint64(0xE6546B64)) & _M32
+
+
+def _mix_tail(h: np.ndarray, k: np.ndarray, has_tail: np.ndarray) -> np.ndarray:
+    k = (k * _C1) & _M32
+    k = _rotl(k, 15)
+    k = (k * _C2) & _M32
+    return np.where(has_tail, h ^ k, h)
+
+
+def _finish(h: np.ndarray, length: np.ndarray) -> np.ndarray:
+    h = h ^ length.astype(np.uint64)
+    h ^= h >> np.uint64(16)
+    h = (h * np.uint64(0x85EBCA6B)) & _M32
+    h ^= h >> np.uint64(13)
+    h = (h * np.uint64(0xC2B2AE35)) & _M32
+    h ^= h >> np.uint64(16)
+    return h
+
+
+def _murmur_bytes(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Murmur3 x86_32 (Hive's seed) of each value data[offsets[i]:offsets[i+1]] (uint8), as uint64 holding 32 bits.
+    Work follows the bytes: one pass per 4-byte block index, over the rows that have that block."""
+    starts, lengths = offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64)
+    h = np.full(len(lengths), MURMUR_SEED, dtype=np.uint64)
+    blocks = lengths // 4
+    padded = np.concatenate([data, np.zeros(4, dtype=np.uint8)]).astype(np.uint64)
+    order = np.argsort(-blocks, kind="stable")  # longest first: the rows with a block b are a prefix
+    longer_than = len(blocks) - np.cumsum(np.bincount(blocks))  # longer_than[b]: rows with more than b blocks
+    for block in range(int(blocks.max(initial=0))):
+        rows = order[:longer_than[block]]
+        at = starts[rows] + 4 * block
+        k = padded[at] | (padded[at + 1] << np.uint64(8)) | (padded[at + 2] << np.uint64(16)) | (padded[at + 3] << np.uint64(24))
+        h[rows] = _mix_block(h[rows], k)
+    tails = lengths - 4 * blocks
+    at = starts + 4 * blocks
+    k = np.zeros(len(lengths), dtype=np.uint64)
+    for index in (2, 1, 0):
+        k = np.where(tails > index, (k << np.uint64(8)) | padded[np.minimum(at + index, len(data))], k)
+    h = _mix_tail(h, k, tails > 0)
+    return _finish(h, lengths)
+
+
+def _big_endian_bytes(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    raw = values.astype(values.dtype.newbyteorder(">")).view(np.uint8)
+    return raw, np.arange(0, len(values) * width + 1, width, dtype=np.int64)
+
+
+def _text_values(array: pa.Array, hive_type: HiveType) -> pa.Array:
+    """Strings as Hive holds them for hashing: varchar(n) cut to n characters, char(n) cut and right-trimmed."""
+    array = array.cast(pa.large_string())
+    if hive_type.length is not None:
+        array = pc.utf8_slice_codeunits(array, 0, hive_type.length)
+        if hive_type.kind == "char":
+            array = pc.utf8_rtrim(array, characters=" ")
+    return array
+
+
+def _java_string_hash(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Java's Text hash of each value: h = 31*h + (signed byte), from 1 (bucketing_version 1), mod 2**32."""
+    lengths = np.diff(offsets).astype(np.int64)
+    max_length = int(lengths.max(initial=0))
+    powers = np.ones(max_length + 1, dtype=np.uint64)
+    for i in range(1, max_length + 1):
+        powers[i] = (powers[i - 1] * np.uint64(31)) & _M32
+    sums = np.zeros(len(lengths), dtype=np.uint64)
+    if len(data):
+        row_of_byte = np.repeat(np.arange(len(lengths)), lengths)
+        from_end = offsets[1:].astype(np.int64)[row_of_byte] - 1 - np.arange(len(data), dtype=np.int64)
+        signed = data.view(np.int8).astype(np.int64).astype(np.uint64)  # two's complement: sums wrap mod 2**64
+        terms = signed * powers[from_end]
+        nonempty = lengths > 0
+        sums[nonempty] = np.add.reduceat(terms, offsets[:-1].astype(np.int64)[nonempty])
+    return (powers[lengths] + sums) & _M32
+
+
+def _column_hash(array: pa.Array, hive_type: HiveType, version: int) -> np.ndarray:
+    """Hive's per-field hash of every value of one column, as uint64 holding 32 bits (null: 0)."""
+    kind = hive_type.kind
+    valid = ~np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if kind in TEXT_KINDS:
+        text = _text_values(array, hive_type).fill_null("")
+        offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset:text.offset + len(text) + 1]
+        data = np.frombuffer(text.buffers()[2], dtype=np.uint8) if text.buffers()[2] is not None else \
+            np.zeros(0, dtype=np.uint8)
+        data, offsets = data[offsets[0]:offsets[-1]], offsets - offsets[0]
+        hashed = _murmur_bytes(data, offsets) if version == 2 else _java_string_hash(data, offsets)
+    elif kind == "boolean":
+        values = np.asarray(array.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+        hashed = (_murmur_bytes(values.astype(np.uint8), np.arange(len(values) + 1, dtype=np.int64)) if version == 2
+                  else values.astype(np.uint64))
+    elif kind in _INT_WIDTHS:
+        width = _INT_WIDTHS[kind]
+        values = np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False)).astype(f"i{width}")
+        if version == 2:
+            hashed = _murmur_bytes(*_big_endian_bytes(values, width))
+        elif width == 8:
+            bits = values.view(np.uint64)
+            hashed = (bits ^ (bits >> np.uint64(32))) & _M32
+        else:
+            hashed = values.astype(np.int64).astype(np.uint64) & _M32
+    elif kind in _FLOAT_TYPES:
+        width = 4 if kind == "float" else 8
+        values = np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False)).astype(f"f{width}")
+        if version == 2:
+            hashed = _murmur_bytes(*_big_endian_bytes(values, width))
+        elif width == 8:
+            bits = values.view(np.uint64)
+            hashed = (bits ^ (bits >> np.uint64(32))) & _M32
+        else:
+            hashed = values.view(np.uint32).astype(np.uint64)
+    else:
+        raise InvalidRowError(f"bucketing on type {kind!r} is not supported")
+    return np.where(valid, hashed, np.uint64(0))
+
+
+def bucket_numbers(columns: Sequence[Column], bucket_columns: Sequence[str], bucket_count: int,
+                   batch: pa.RecordBatch | pa.Table, *, version: int = 2) -> np.ndarray:
+    """The bucket number of every row of `batch` (its columns named as the table's), as `bucket_function` gives it
+    row by row, computed on whole Arrow columns: time and memory follow the batch's bytes.
+
+    Raises:
+        InvalidRowError: as `bucket_function`.
+    """
+    bucket_function(columns, bucket_columns, bucket_count, version=version)  # the same checks and messages
+    by_name = {c.name.lower(): c for c in columns}
+    combined = np.zeros(batch.num_rows, dtype=np.uint64)
+    for name in bucket_columns:
+        column = by_name[name.lower()]
+        array = batch.column(batch.schema.get_field_index(column.name))
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        combined = (combined * np.uint64(31) + _column_hash(array, parse_type(column.type), version)) & _M32
+    return ((combined & np.uint64(0x7FFFFFFF)) % np.uint64(bucket_count)).astype(np.int64)

@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from acid_core.bucketing import bucket_function
+from acid_core.bucketing import bucket_function, bucket_numbers
 from acid_core.errors import AcidError
 from acid_core.fs import FileSystem, ensure_inside
 from acid_core.layout import bucket_file_name, delta_dir_name, parse_write_staging_name, partition_dir_name
@@ -241,16 +241,17 @@ class _Write:
 
 
 def _with_bucket(frame: DataFrame, table: TableInfo) -> DataFrame:
-    """Add Hive's bucket number of every row (Python, acid_core.bucketing) for a bucketed table."""
-    place = bucket_function(table.columns, table.bucket_columns, table.num_buckets, version=table.bucketing_version)
-    names = [c.name for c in table.columns]
+    """Add Hive's bucket number of every row for a bucketed table, computed on whole Arrow batches
+    (`acid_core.bucketing.bucket_numbers`: the per-row function's results, vectorized)."""
+    columns, bucketed, count = table.columns, table.bucket_columns, table.num_buckets
+    version = table.bucketing_version
+    bucket_function(columns, bucketed, count, version=version)  # refused here, on the driver, with its message
     schema = StructType(frame.schema.fields + [StructField(BUCKET, LongType())])
 
     def add(batches):
         for batch in batches:
-            columns = [batch.column(batch.schema.get_field_index(n)).to_pylist() for n in names]
-            buckets = [place(row) for row in zip(*columns)]
-            yield batch.append_column(BUCKET, pa.array(buckets, pa.int64()))
+            numbers = bucket_numbers(columns, bucketed, count, batch, version=version)
+            yield batch.append_column(BUCKET, pa.array(numbers, pa.int64()))
 
     return frame.mapInArrow(add, schema)
 
