@@ -73,21 +73,31 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def python_worker_peak_mib() -> float:
-    """The highest VmHWM (peak RSS) among this process's pyspark Python workers (forks of pyspark.daemon)."""
-    peaks = [0.0]
+def process_peaks_mib() -> dict[str, float]:
+    """Peak RSS (VmHWM) by kind of process: the Spark Python workers (`python -m pyspark.daemon` and its forks, which
+    keep its command line: the processes that run the tasks), the driver JVM (a `java` process; its class path names
+    pyspark/jars, so it must never be taken for a worker) and this driver's Python."""
+    peaks = {"python workers": 0.0, "driver JVM": 0.0, "driver Python": own_peak_mib()}
     for pid in _descendants(os.getpid()):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if b"pyspark" not in handle.read():
-                    continue
+                argv = handle.read().split(b"\0")
+            kind = ("python workers" if b"pyspark.daemon" in argv else
+                    "driver JVM" if argv and os.path.basename(argv[0]) == b"java" else None)
+            if kind is None:
+                continue
             with open(f"/proc/{pid}/status") as handle:
                 for line in handle:
                     if line.startswith("VmHWM:"):
-                        peaks.append(int(line.split()[1]) / 1024)
+                        peaks[kind] = max(peaks[kind], int(line.split()[1]) / 1024)
         except OSError:
             continue
-    return max(peaks)
+    return peaks
+
+
+def python_worker_peak_mib() -> float:
+    """The highest peak RSS among the Spark Python workers (`process_peaks_mib`), never the driver JVM."""
+    return process_peaks_mib()["python workers"]
 
 
 def own_peak_mib() -> float:
@@ -131,14 +141,14 @@ def child(kind: str, url: str, warehouse: str, table: str, scratch: str, repeats
             row = read_table(spark, store, "default", table).agg(
                 F.count("*").alias("rows"), F.sum("id"), F.sum("amount"), F.sum("quantity"),
                 F.max(F.length("payload"))).collect()[0]
-            return {"rows": row["rows"], "peak_mib": python_worker_peak_mib()}
+            return {"rows": row["rows"], "peak_mib": python_worker_peak_mib(), "processes": process_peaks_mib()}
         worker = CompactionWorker(store, worker_id="bench", runner=SparkRunner(spark))
         if kind.startswith("compact"):
             if kind == "compact":  # the whole bucket in one task: what must not grow with the bucket
                 worker = CompactionWorker(store, worker_id="bench", runner=SparkRunner(spark, split_rows=None))
             compaction = store.compactions.enqueue("default", table, None, CompactionType.MAJOR).compaction_id
             outcome = worker.run(compaction)
-            return {"rows": outcome.inserts, "peak_mib": python_worker_peak_mib()}
+            return {"rows": outcome.inserts, "peak_mib": python_worker_peak_mib(), "processes": process_peaks_mib()}
         return timings(spark, store, worker, table, Path(scratch), repeats)
     finally:
         spark.stop()
@@ -256,7 +266,10 @@ def main() -> None:
                   f"{built.decoded_bytes / 2**20:,.0f} MiB decoded, in {time.perf_counter() - started:.0f} s",
                   flush=True)
             register_copy(store, built, "for_compaction", str(scratch / "for_compaction"))
-            peaks["compaction task"][size] = run_child("compact", url, warehouse, "for_compaction", scratch)["peak_mib"]
+            one_task = run_child("compact", url, warehouse, "for_compaction", scratch)
+            peaks["compaction task"][size] = one_task["peak_mib"]
+            print("    one-task compaction, peak RSS MiB by process: " + ", ".join(
+                f"{k} {v:.0f}" for k, v in one_task["processes"].items()), flush=True)
             register_copy(store, built, "for_split", str(scratch / "for_split"))
             peaks["compaction, default plan"][size] = run_child("compact-split", url, warehouse, "for_split",
                                                                 scratch)["peak_mib"]
