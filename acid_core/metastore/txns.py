@@ -59,9 +59,10 @@ _UPDATE_DELETE = (Operation.UPDATE.value, Operation.DELETE.value)
 
 # Commit of an open transaction that wrote nothing, in one atomic statement (PostgreSQL); 0 rows means "take the
 # general path" (it has components, or it is not open).
-_COMMIT_WITHOUT_WRITES = sa.text(
-    'WITH t AS (DELETE FROM "TXNS" WHERE "TXN_ID" = :txn AND "TXN_STATE" = \'o\' '
-    'AND NOT EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = :txn) RETURNING "TXN_ID"), '
+# A plain string run with exec_driver_sql: no SQL compilation on the hot path.
+_COMMIT_WITHOUT_WRITES = (
+    'WITH t AS (DELETE FROM "TXNS" WHERE "TXN_ID" = %(txn)s AND "TXN_STATE" = \'o\' '
+    'AND NOT EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = %(txn)s) RETURNING "TXN_ID"), '
     'l AS (DELETE FROM "HIVE_LOCKS" WHERE "HL_TXNID" IN (SELECT "TXN_ID" FROM t)), '
     'g AS (DELETE FROM "TXN_STAGING" WHERE "TS_TXNID" IN (SELECT "TXN_ID" FROM t)), '
     'm AS (DELETE FROM "MIN_HISTORY_WRITE_ID" WHERE "MH_TXNID" IN (SELECT "TXN_ID" FROM t)) '
@@ -179,19 +180,19 @@ class TxnStore:
             # Hive's registerMinOpenWriteId)
             named = ""
             if tables:
-                pairs = ", ".join(f"(CAST(:d{i} AS varchar), CAST(:t{i} AS varchar))" for i in range(len(tables)))
+                pairs = ", ".join(f"(CAST(%(d{i})s AS varchar), CAST(%(t{i})s AS varchar))" for i in range(len(tables)))
                 values.update({f"d{i}": database for i, (database, _) in enumerate(tables)})
                 values.update({f"t{i}": table for i, (_, table) in enumerate(tables)})
                 named = (', m AS (INSERT INTO "MIN_HISTORY_WRITE_ID" ("MH_TXNID", "MH_DATABASE", "MH_TABLE", '
                          '"MH_WRITEID") SELECT t."TXN_ID", v.d, v.t, COALESCE((SELECT "NWI_NEXT" FROM '
                          '"NEXT_WRITE_ID" WHERE "NWI_DATABASE" = v.d AND "NWI_TABLE" = v.t), 1) '
                          f'FROM t, (VALUES {pairs}) AS v(d, t))')
-            return sorted(conn.execute(sa.text(
-                'WITH n AS (UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + :count RETURNING "NTXN_NEXT"), '
+            return sorted(conn.exec_driver_sql((  # a plain string: no SQL compilation on the hot path
+                'WITH n AS (UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + %(count)s RETURNING "NTXN_NEXT"), '
                 't AS (INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", '
                 '"TXN_HOST", "TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE", "TXN_META_INFO") '
-                "SELECT g, 'o', :now, :now, :user, :host, :agent, 0, :type, :token "
-                'FROM n, generate_series(n."NTXN_NEXT" - :count, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID")'
+                "SELECT g, 'o', %(now)s, %(now)s, %(user)s, %(host)s, %(agent)s, 0, %(type)s, %(token)s "
+                'FROM n, generate_series(n."NTXN_NEXT" - %(count)s, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID")'
                 + named + ' SELECT "TXN_ID" FROM t'), values).scalars().all())
         following = conn.execute(s.next_txn_id.update().values(NTXN_NEXT=s.next_txn_id.c.NTXN_NEXT + count)
                                  .returning(s.next_txn_id.c.NTXN_NEXT)).scalar_one()
@@ -249,8 +250,8 @@ class TxnStore:
                 s.txns.c.TXN_ID == txn_id)).first() else result
 
         if self.db.dialect == "postgresql" and not wrote and self.db.run(
-                f"commit transaction {txn_id}", lambda conn: conn.execute(_COMMIT_WITHOUT_WRITES, {"txn": txn_id})
-                .scalar_one(), single_statement=True, done_check=gone(1)):
+                f"commit transaction {txn_id}", lambda conn: conn.exec_driver_sql(
+                    _COMMIT_WITHOUT_WRITES, {"txn": txn_id}).scalar_one(), single_statement=True, done_check=gone(1)):
             return  # nothing written: one round trip
         conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: self._commit(conn, txn_id),
                                done_check=gone(None))
