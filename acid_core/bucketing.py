@@ -254,26 +254,19 @@ def _column_hash(array: pa.Array, hive_type: HiveType, version: int) -> np.ndarr
         values = np.asarray(array.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
         hashed = (_murmur_bytes(values.astype(np.uint8), np.arange(len(values) + 1, dtype=np.int64)) if version == 2
                   else values.astype(np.uint64))
-    elif kind in _INT_WIDTHS:
-        width = _INT_WIDTHS[kind]
-        values = np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False)).astype(f"i{width}")
-        if version == 2:
+    elif kind in _INT_WIDTHS or kind in _FLOAT_TYPES:
+        width = _INT_WIDTHS.get(kind) or (4 if kind == "float" else 8)
+        dtype = f"i{width}" if kind in _INT_WIDTHS else f"f{width}"
+        values = np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False)).astype(dtype)
+        if version == 2:  # Murmur3 of the big-endian bytes
             hashed = _murmur_bytes(*_big_endian_bytes(values, width))
-        elif width == 8:
+        elif width == 8:  # Java's Long/Double hashCode: the bits folded
             bits = values.view(np.uint64)
             hashed = (bits ^ (bits >> np.uint64(32))) & _M32
-        else:
-            hashed = values.astype(np.int64).astype(np.uint64) & _M32
-    elif kind in _FLOAT_TYPES:
-        width = 4 if kind == "float" else 8
-        values = np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False)).astype(f"f{width}")
-        if version == 2:
-            hashed = _murmur_bytes(*_big_endian_bytes(values, width))
-        elif width == 8:
-            bits = values.view(np.uint64)
-            hashed = (bits ^ (bits >> np.uint64(32))) & _M32
-        else:
+        elif kind == "float":  # Float.floatToIntBits
             hashed = values.view(np.uint32).astype(np.uint64)
+        else:  # the int value itself
+            hashed = values.astype(np.int64).astype(np.uint64) & _M32
     else:
         raise InvalidRowError(f"bucketing on type {kind!r} is not supported")
     return np.where(valid, hashed, np.uint64(0))

@@ -9,7 +9,7 @@ retention time), the last compaction, and whether the partition is past `failed.
 
 Cost: one catalog read of the table's partition names, then for one page of at most `MAX_PAGE` partitions one listing
 each (plus one per directory the snapshot reads), one history query and one queue query for the page; the open
-transactions and the table's reader leases once.
+transactions (the oldest MAX_HOLDERS, by index) and the table's reader leases once.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from acid_core.validity import ValidTxnList
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
 # "Why is this partition not compacted (yet)": the initiator's words (Decision.why), plus what only the queue knows.
+MAX_HOLDERS = 100  # open transactions named as holders per page (the oldest)
 MAX_AHEAD = 1000  # entries counted ahead of a waiting one (a page costs at most MAX_PAGE x this, whatever the queue)
 WHY_DUE = "due"  # over a threshold: the initiator's next poll queues it
 WHY_WAITING = "waiting for a slot"
@@ -167,7 +168,9 @@ def table_health(metastore: Metastore, database: str, table: str, *, offset: int
     history = _history(metastore, info, names)
     queue = _queue(metastore, info, names)
     waits = _waits(metastore, [row for rows in queue.values() for row in rows])
-    open_txns = [t for t in metastore.txns.show_transactions() if t.state == TXN_OPEN]
+    # the oldest open transactions only: a transaction holds an entry back only if it is older than the entry's
+    # commit, so the oldest MAX_HOLDERS are the ones to name, however many are open (a streaming fleet's batches)
+    open_txns, _ = metastore.txns.transactions_page((TXN_OPEN,), limit=MAX_HOLDERS)
     scopes = metastore.db.run("read what open transactions read", lambda conn: holds.scopes(
         conn, [t.txn_id for t in open_txns]), write=False)
     leases = metastore.leases.list(info.database, info.name)

@@ -47,19 +47,26 @@ def assert_still_open_and_intact(ms: Metastore, txn_id: int, before: dict[str, l
 
 # --- a connection lost mid-operation ------------------------------------------------------------------------------
 
-def test_connection_closed_under_a_commit_rolls_it_back(make_ms):
-    """The client's connection dies just before the commit's last statement (both databases), with outage retries
-    off: the commit fails as a whole."""
-    ms = make_ms(outage_seconds=0)
-    txn_id = txn_with_work(ms)
-    before = everything(ms)
-    fired = []
+def _close_before_deleting_the_txn_row():
+    """A `before_cursor_execute` hook that closes the client's connection just before a commit deletes its TXNS row
+    (once); and the list of statements it fired on."""
+    fired: list[str] = []
 
     def before_execute(conn, cursor, statement, parameters, context, executemany):
         if not fired and statement.lstrip().upper().startswith("DELETE") and '"TXNS"' in statement:
             fired.append(statement)
             conn.connection.dbapi_connection.close()
 
+    return fired, before_execute
+
+
+def test_connection_closed_under_a_commit_rolls_it_back(make_ms):
+    """The client's connection dies just before the commit's last statement (both databases), with outage retries
+    off: the commit fails as a whole."""
+    ms = make_ms(outage_seconds=0)
+    txn_id = txn_with_work(ms)
+    before = everything(ms)
+    fired, before_execute = _close_before_deleting_the_txn_row()
     sa.event.listen(ms.db.engine, "before_cursor_execute", before_execute)
     try:
         with pytest.raises(MetastoreUnavailableError) as info:
@@ -190,13 +197,7 @@ def test_a_connection_lost_before_the_commit_is_retried_and_logged(ms, caplog):
     """Outage retries on (the default): the commit whose connection died before it was sent runs again from the
     start on a new connection, once, and the log says what failed and that it recovered."""
     txn_id = txn_with_work(ms)
-    fired = []
-
-    def before_execute(conn, cursor, statement, parameters, context, executemany):
-        if not fired and statement.lstrip().upper().startswith("DELETE") and '"TXNS"' in statement:
-            fired.append(statement)
-            conn.connection.dbapi_connection.close()
-
+    fired, before_execute = _close_before_deleting_the_txn_row()
     sa.event.listen(ms.db.engine, "before_cursor_execute", before_execute)
     before = outage_counts()
     try:

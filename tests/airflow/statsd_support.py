@@ -36,16 +36,21 @@ class StatsdListener:
                 continue
             self.lines.extend(data.decode().splitlines())
 
-    def values(self, name: str, kind: str) -> list[float]:
-        """The values received for `airflow.<name>` of StatsD type `kind` (c, g, ms)."""
+    def received(self) -> list[tuple[str, dict[str, str], float, str]]:
+        """Every line received: (name, its InfluxDB-style tags, value, StatsD type)."""
         time.sleep(0.3)  # UDP: let the last packets arrive
         found = []
         for line in list(self.lines):
             metric, _, rest = line.partition(":")
             value, _, metric_kind = rest.partition("|")
-            if metric == f"airflow.{name}" and metric_kind.split("|")[0] == kind:
-                found.append(float(value))
+            name, *tags = metric.split(",")
+            found.append((name, dict(tag.split("=", 1) for tag in tags), float(value), metric_kind.split("|")[0]))
         return found
+
+    def values(self, name: str, kind: str, **tags: str) -> list[float]:
+        """The values received for `airflow.<name>` of StatsD type `kind` (c, g, ms), with these tags if any."""
+        return [value for metric, sent_tags, value, metric_kind in self.received()
+                if metric == f"airflow.{name}" and metric_kind == kind and tags.items() <= sent_tags.items()]
 
     def count(self, name: str) -> float:
         """The sum of counter `airflow.<name>` received so far."""

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
 import time
 
 import pytest
 
 from dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
+import statsd_support
 from readme_metrics import documented_metrics
 
 from airflow.sdk.bases.notifier import BaseNotifier
@@ -51,42 +50,8 @@ class RecordingNotifier(BaseNotifier):
                                      "dag_id": context["dag"].dag_id}) + "\n")
 
 
-class StatsdListener:
-    """A UDP StatsD sink on 127.0.0.1: every received line, in order."""
-
-    def __init__(self) -> None:
-        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.settimeout(0.2)
-        self.port = self.socket.getsockname()[1]
-        self.lines: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._receive, daemon=True)
-        self._thread.start()
-
-    def _receive(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data = self.socket.recv(65535)
-            except OSError:
-                continue
-            self.lines.extend(data.decode().splitlines())
-
-    def received(self) -> list[tuple[str, dict[str, str], float, str]]:
-        """Every line received: (name, its InfluxDB-style tags, value, StatsD type)."""
-        time.sleep(0.3)  # UDP: let the last packets arrive
-        found = []
-        for line in list(self.lines):
-            metric, _, rest = line.partition(":")
-            value, _, metric_kind = rest.partition("|")
-            name, *tags = metric.split(",")
-            found.append((name, dict(tag.split("=", 1) for tag in tags), float(value), metric_kind.split("|")[0]))
-        return found
-
-    def values(self, name: str, kind: str, **tags: str) -> list[float]:
-        """The values received for `airflow.<name>` of StatsD type `kind` (c, g, ms), with these tags if any."""
-        return [value for metric, sent_tags, value, metric_kind in self.received()
-                if metric == f"airflow.{name}" and metric_kind == kind and tags.items() <= sent_tags.items()]
+class StatsdListener(statsd_support.StatsdListener):
+    """The shared StatsD sink, plus the check of what it received against the README."""
 
     def undocumented(self) -> set[str]:
         """The `acid.*` names received that the README's metrics table does not list (or with another type)."""
@@ -94,11 +59,6 @@ class StatsdListener:
         documented = documented_metrics()
         return {f"{name} ({kind})" for name, _, _, kind in self.received() if name.startswith("airflow.acid.")
                 and documented.get(name.removeprefix("airflow.acid.")) != kinds.get(kind)}
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.socket.close()
 
 
 @pytest.fixture(scope="module")
