@@ -112,11 +112,32 @@ def _key_columns(check_validity: bool) -> tuple[str, ...]:
     return (*KEY_FIELDS, CURRENT_WRITE_ID) if check_validity else KEY_FIELDS
 
 
-def read_delete_keys(event_file: EventFile, write_ids: ValidWriteIdList, *, check_validity: bool) -> KeyArrays:
+def stripes_holding(event_file: EventFile, low: Key | None, high: Key | None) -> range:
+    """The stripes of an event file that can hold keys in [low, high] (None: open) by its `hive.acid.key.index`
+    (stripe i holds the keys after stripe i-1's last key up to its own); every stripe without a usable index."""
+    count = event_file.num_stripes
+    ends = event_file.key_index() if low is not None or high is not None else []
+    if len(ends) != count:
+        return range(count)
+    first = next((i for i, end in enumerate(ends) if low is None or end >= low), count)
+    stop = next((i for i in range(first + 1, count) if high is not None and ends[i - 1] >= high), count)
+    return range(first, stop)
+
+
+def read_delete_keys(event_file: EventFile, write_ids: ValidWriteIdList, *, check_validity: bool,
+                     low: Key | None = None, high: Key | None = None) -> KeyArrays:
     """Keys of the delete events in a file whose deleting write id is valid for the snapshot, read a batch at a time
-    (memory: the keys kept plus one batch)."""
-    return KeyArrays.concat([_batch_keys(batch, write_ids, check_validity)
-                             for batch in event_file.iter_batches(_key_columns(check_validity))])
+    (memory: the keys kept plus one batch); with `low`/`high` only those in [low, high], read from the stripes
+    that can hold them."""
+    parts = []
+    for batch in event_file.iter_batches(_key_columns(check_validity), stripes=stripes_holding(event_file, low, high)):
+        keys = _batch_keys(batch, write_ids, check_validity)
+        if low is not None:
+            keys = keys.take(~keys.below(low))
+        if high is not None:
+            keys = keys.take(keys.below(high) | keys.equal(high))
+        parts.append(keys)
+    return KeyArrays.concat(parts)
 
 
 class DeleteRegistry:
@@ -183,7 +204,8 @@ class DeleteCursor:
         event_file.key_index()  # a damaged hive.acid.key.index is refused, as Hive's delete-delta reader does
         self._write_ids = write_ids
         self._check_validity = check_validity
-        self._batches = event_file.iter_batches(_key_columns(check_validity), batch_rows=batch_rows)
+        self._batches = event_file.iter_batches(_key_columns(check_validity), batch_rows=batch_rows,
+                                                stripes=stripes_holding(event_file, start_key, None))
         self._start_key = start_key  # events below it are never asked for (a key-interval task's start)
         self._chunks: deque[KeyArrays] = deque()  # loaded events not yet passed, in key order
         self._last: Key | None = None

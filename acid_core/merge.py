@@ -21,7 +21,8 @@ from acid_core.errors import SchemaMismatchError, UnsortedEventsError, UsageErro
 from acid_core.fs import FileSystem, concurrently
 from acid_core.read_plan import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, InsertSource, ReadPlan, delete_event_count,
                                  plan_read, read_units, source_lower_bound)
-from acid_core.orc_events import (CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW, EventFile)
+from acid_core.orc_events import (BATCH_ROWS, CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW,
+                                  EventFile)
 from acid_core.sorted_merge import merge_sorted
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidTxnList, ValidWriteIdList
@@ -31,21 +32,24 @@ KEY_COLUMNS = ("__owid", "__bucket", "__rowid")
 
 
 class SnapshotReader:
-    """Reads the insert sources of a plan and applies validity and delete filtering to each."""
+    """Reads the insert sources of a plan and applies validity and delete filtering to each, a batch at a time.
+
+    Memory: one batch of `BATCH_ROWS` rows per insert file being read, whatever its stripes hold (a stripe written by
+    Hive decodes to hundreds of MiB), plus the delete events: on the sort-merge path one batch per delete file; with
+    the delete events held in memory (`DeleteRegistry`), those of the key interval of the stripes being read (the
+    files' `hive.acid.key.index` tells which delete stripes can hold it), not the partition's.
+    """
 
     def __init__(self, fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, with_keys: bool,
                  max_delete_events_in_memory: int, sort_merge: bool | None = None) -> None:
         """`sort_merge` imposes a delete path decided elsewhere (see `uses_sort_merge`); None decides here."""
         self.fs, self.plan, self.write_ids = fs, plan, write_ids
-        self.registry: DeleteRegistry | None = None
         self.delete_files = [EventFile(fs, source.path) for source in plan.deletes]
         total = delete_event_count(self.delete_files)
         self.streaming = total > max_delete_events_in_memory if sort_merge is None else sort_merge
-        if total and not self.streaming:
-            parts = [read_delete_keys(f, write_ids, check_validity=s.check_validity)
-                     for f, s in zip(self.delete_files, plan.deletes)]
-            self.registry = DeleteRegistry(KeyArrays.concat(parts))
-        self.need_keys = with_keys or self.streaming or bool(self.registry)
+        self._use_registry = bool(total) and not self.streaming
+        self._registry: tuple[tuple[Key | None, Key | None], DeleteRegistry] | None = None  # the last interval's
+        self.need_keys = with_keys or self.streaming or bool(total)
         self.with_keys = with_keys
 
     def units(self) -> list[tuple[InsertSource, int | None]]:
@@ -62,52 +66,87 @@ class SnapshotReader:
         return event_file
 
     def read(self, unit: tuple[InsertSource, int | None]) -> pa.Table | None:
-        source, stripe = unit
-        if self.streaming and stripe is None:  # the sort-merge walks the whole file's stripes in order
-            pieces = list(self.stream(source))
-            return pa.concat_tables(pieces) if pieces else None
-        event_file = self._open(source)
-        if event_file is None:
+        """A unit's surviving rows in one table (None when it has none)."""
+        pieces = list(self.pieces(unit))
+        if not pieces:
             return None
-        if event_file.is_acid and source.synthetic is None:
-            _refuse_acid_v1_events(event_file, stripe)
-        return self._filter(source, event_file, stripe, self._cursors(event_file, stripe) if self.streaming else None)
+        return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
 
     def pieces(self, unit: tuple[InsertSource, int | None]) -> Iterator[pa.Table]:
-        """A unit's surviving rows a stripe at a time: what `read` returns, without holding a whole file on the
-        sort-merge path."""
+        """A unit's surviving rows a batch at a time: what `read` returns, never a whole stripe at once."""
         source, stripe = unit
-        if self.streaming and stripe is None:
-            yield from self.stream(source)
-            return
-        table = self.read(unit)
-        if table is not None and table.num_rows:
-            yield table
+        yield from self.stream(source, stripes=None if stripe is None else range(stripe, stripe + 1))
 
-    def stream(self, source: InsertSource, *, after: Key | None = None, up_to: Key | None = None
-               ) -> Iterator[pa.Table]:
-        """One insert source's surviving rows a stripe at a time, in key order (whichever delete path): what a
-        compaction merges. Memory: one stripe, plus the delete events of its key interval on the sort-merge path.
+    def stream(self, source: InsertSource, *, after: Key | None = None, up_to: Key | None = None,
+               stripes: range | None = None) -> Iterator[pa.Table]:
+        """One insert source's surviving rows a batch at a time, in key order (whichever delete path): what a
+        compaction merges. Memory: one batch, plus the delete events of the key interval at hand.
 
         `after` / `up_to` keep only the rows whose key is in (after, up_to] (None: unbounded); of a file with
         `hive.acid.key.index` only the stripes that can hold such keys are read (a key-range task of a rebalance).
+        `stripes` reads only those stripes (a read task's unit).
         """
         event_file = self._open(source)
         if event_file is None:
             return
-        acid = event_file.is_acid and source.synthetic is None
-        stripes: list[int | None] = _stripes_between(event_file, after, up_to) if acid else [None]
-        if not stripes:
+        if not event_file.is_acid or source.synthetic is not None:
+            yield from self._original(source, event_file, after, up_to)
             return
-        cursors = self._cursors(event_file, stripes[0]) if self.streaming else None
-        for stripe in stripes:
-            if acid:
-                _refuse_acid_v1_events(event_file, stripe)
-            piece = self._filter(source, event_file, stripe, cursors, after=after, up_to=up_to)
+        wanted = stripes if stripes is not None else _stripes_between(event_file, after, up_to)
+        if not wanted:
+            return
+        check_events = _may_hold_other_events(event_file)
+        columns = [ROW] + (list(KEY_FIELDS) if self.need_keys else []) + (
+            [CURRENT_WRITE_ID] if source.check_validity else []) + ([OPERATION] if check_events else [])
+        cursors = self._cursors(event_file, wanted.start) if self.streaming else None
+        registry = self._registry_for(_interval(event_file, source, wanted)) if self._use_registry else None
+        for table in _batches(event_file, columns, wanted):
+            if check_events:
+                _refuse_acid_v1_events(event_file, table.column(OPERATION))
+            keys = KeyArrays(*(table.column(n).to_numpy() for n in KEY_FIELDS)) if self.need_keys else None
+            data = _flatten_row(table.column(ROW), table.num_rows)
+            keep = valid_write_id_mask(self.write_ids, table.column(CURRENT_WRITE_ID).to_numpy()) \
+                if source.check_validity else None
+            piece = self._filter(source.path, data, keys, keep, cursors, registry, after, up_to)
             if piece is not None and piece.num_rows:
                 yield piece
 
-    def _cursors(self, event_file: EventFile, stripe: int | None = None) -> list[DeleteCursor]:
+    def _original(self, source: InsertSource, event_file: EventFile, after: Key | None,
+                  up_to: Key | None) -> Iterator[pa.Table]:
+        """An original (pre-ACID) file's rows, or a base file read with synthesized ROW__IDs (`synthetic`), a batch
+        at a time: the keys are the file's position from the first synthesized rowId."""
+        names = [ROW] if event_file.is_acid else list(event_file.row_type.names)
+        ids = source.synthetic
+        position = ids.first_row_id
+        registry = None
+        if self._use_registry:
+            registry = self._registry_for((source_lower_bound(source),
+                                           (ids.write_id, ids.bucket_property, ids.first_row_id + event_file.num_rows)))
+        cursors = self._cursors(event_file) if self.streaming else None
+        for table in _batches(event_file, names, None):
+            data = _flatten_row(table.column(ROW), table.num_rows) if event_file.is_acid else table
+            count = data.num_rows
+            keys = KeyArrays(np.full(count, ids.write_id, np.int64), np.full(count, ids.bucket_property, np.int32),
+                             np.arange(position, position + count, dtype=np.int64))
+            position += count
+            piece = self._filter(source.path, data, keys, None, cursors, registry, after, up_to)
+            if piece is not None and piece.num_rows:
+                yield piece
+
+    def _registry_for(self, interval: tuple[Key | None, Key | None]) -> DeleteRegistry:
+        """The delete events with keys in [low, high] (None: open), from the delete stripes that can hold them; the
+        last interval's registry is kept (the batches of one stripe, the stripes of one unit share it)."""
+        if self._registry is not None and self._registry[0] == interval:
+            return self._registry[1]
+        self._registry = None  # the previous interval's events go before the next ones are read
+        low, high = interval
+        parts = [read_delete_keys(f, self.write_ids, check_validity=s.check_validity, low=low, high=high)
+                 for f, s in zip(self.delete_files, self.plan.deletes)]
+        registry = DeleteRegistry(KeyArrays.concat(parts))
+        self._registry = (interval, registry)
+        return registry
+
+    def _cursors(self, event_file: EventFile, stripe: int = 0) -> list[DeleteCursor]:
         """Delete cursors starting where the insert file (or its stripe `stripe`) starts: delete stripes wholly
         below are skipped by their key index."""
         start = None
@@ -115,42 +154,28 @@ class SnapshotReader:
         if stripe and len(ends) == event_file.num_stripes:
             start = ends[stripe - 1]  # the previous stripe's last key: nothing below it can delete a row here
         elif event_file.is_acid and event_file.num_rows:
-            if stripe:
-                first = event_file.read(KEY_FIELDS, stripe=stripe)
-            else:  # the file's first key, without decoding its first stripe
-                batches = event_file.iter_batches(KEY_FIELDS, batch_rows=1)
-                first = next(batches)
-                batches.close()
-            start = tuple(int(first.column(name)[0].as_py()) for name in KEY_FIELDS)
+            # the first key from a small first batch (a 1-row batch size makes the scanner cut the whole stripe
+            # into 1-row batches before it can stop: seconds for a stripe of millions of rows)
+            batches = event_file.iter_batches(KEY_FIELDS, batch_rows=_SAMPLE_ROWS, stripes=range(stripe, stripe + 1))
+            first = next(batches, None)
+            batches.close()
+            if first is not None and first.num_rows:
+                start = tuple(int(first.column(name)[0].as_py()) for name in KEY_FIELDS)
         return [DeleteCursor(f, self.write_ids, check_validity=s.check_validity, start_key=start)
                 for f, s in zip(self.delete_files, self.plan.deletes)]
 
-    def _filter(self, source: InsertSource, event_file: EventFile, stripe: int | None,
-                cursors: list[DeleteCursor] | None = None, *, after: Key | None = None,
-                up_to: Key | None = None) -> pa.Table | None:
-        if event_file.is_acid and source.synthetic is None:
-            columns = [ROW] + (list(KEY_FIELDS) if self.need_keys else []) + ([CURRENT_WRITE_ID] if source.check_validity else [])
-            table = event_file.read(columns, stripe=stripe)
-            keys = KeyArrays(*(table.column(n).to_numpy() for n in KEY_FIELDS)) if self.need_keys else None
-            data = _flatten_row(table.column(ROW), table.num_rows)
-            keep = valid_write_id_mask(self.write_ids, table.column(CURRENT_WRITE_ID).to_numpy()) if source.check_validity else None
-        else:
-            data = event_file.read(event_file.row_type.names if not event_file.is_acid else [ROW])
-            if event_file.is_acid:
-                data = _flatten_row(data.column(ROW), data.num_rows)
-            count, ids = data.num_rows, source.synthetic
-            keys = KeyArrays(np.full(count, ids.write_id, np.int64), np.full(count, ids.bucket_property, np.int32),
-                             np.arange(ids.first_row_id, ids.first_row_id + count, dtype=np.int64))
-            keep = None
+    def _filter(self, path: str, data: pa.Table, keys: KeyArrays | None, keep: np.ndarray | None,
+                cursors: list[DeleteCursor] | None, registry: DeleteRegistry | None, after: Key | None,
+                up_to: Key | None) -> pa.Table | None:
+        """A batch's rows without those outside (after, up_to], invisible (`keep` False) or deleted."""
         if data.num_rows == 0:
             return None
         if after is not None or up_to is not None:
             inside = keys.between(after, up_to)
             keep = inside if keep is None else keep & inside
-        registry = self.registry
         if cursors is not None:
             if not keys.is_sorted():
-                raise UnsortedEventsError(f"{source.path}: insert events are not sorted by (originalTransaction, bucket, "
+                raise UnsortedEventsError(f"{path}: insert events are not sorted by (originalTransaction, bucket, "
                                           "rowId); Hive's readers require it")
             low, high = keys.first(), keys.last()
             registry = DeleteRegistry(KeyArrays.concat([c.events_between(low, high) for c in cursors]),
@@ -164,28 +189,64 @@ class SnapshotReader:
         return data if keep is None or keep.all() else data.filter(pa.array(keep))
 
 
-def _stripes_between(event_file: EventFile, after: Key | None, up_to: Key | None) -> list[int]:
+BATCH_BYTES = 16 << 20  # decoded bytes a streamed batch aims at (rows of 1 KB: 16,384 rows, not BATCH_ROWS)
+_SAMPLE_ROWS = 1_024
+
+
+def _batches(event_file: EventFile, columns: list[str], stripes: range | None) -> Iterator[pa.Table]:
+    """The columns of the stripes (every stripe: None) a batch at a time: at most BATCH_ROWS rows and about
+    BATCH_BYTES decoded bytes (the rows' size measured on the first rows), so memory follows neither a stripe nor
+    the width of a row. A file that small is read in one go (no streaming reader to set up for a small delta)."""
+    if event_file.num_rows <= BATCH_ROWS and (stripes is None or len(stripes) == event_file.num_stripes):
+        table = event_file.read(columns)
+        if table.num_rows:
+            yield table
+        return
+    first = 0 if stripes is None else stripes.start
+    sample = event_file.iter_batches(columns, batch_rows=_SAMPLE_ROWS, stripes=range(first, first + 1))
+    head = next(sample, None)
+    sample.close()
+    per_row = head.nbytes / head.num_rows if head is not None and head.num_rows else 1.0
+    batch_rows = max(_SAMPLE_ROWS, min(BATCH_ROWS, int(BATCH_BYTES / max(per_row, 1.0))))
+    for batch in event_file.iter_batches(columns, batch_rows=batch_rows, stripes=stripes):
+        if batch.num_rows:
+            yield pa.Table.from_batches([batch])
+
+
+def _interval(event_file: EventFile, source: InsertSource, stripes: range) -> tuple[Key | None, Key | None]:
+    """Keys [low, high] the stripes can hold: by the file's `hive.acid.key.index` (stripe i holds the keys after
+    stripe i-1's last key, up to its own), and for the first stripe of a delta by its lowest write id."""
+    ends = event_file.key_index()
+    if len(ends) != event_file.num_stripes:
+        return source_lower_bound(source), None
+    low = ends[stripes.start - 1] if stripes.start else source_lower_bound(source)
+    return low, ends[stripes.stop - 1]
+
+
+def _stripes_between(event_file: EventFile, after: Key | None, up_to: Key | None) -> range:
     """The stripes of an event file that can hold keys in (after, up_to]: by the file's `hive.acid.key.index`
-    (stripe i holds keys in (last key of stripe i-1, last key of stripe i]); every stripe without a usable index."""
+    (stripe i holds keys in (last key of stripe i-1, last key of stripe i]); every stripe without a usable index.
+    They are consecutive: the keys ascend through the file."""
     count = event_file.num_stripes
     ends = event_file.key_index() if after is not None or up_to is not None else []
     if len(ends) != count:
-        return list(range(count))
-    return [i for i in range(count)
-            if (after is None or ends[i] > after) and (up_to is None or i == 0 or ends[i - 1] < up_to)]
+        return range(count)
+    chosen = [i for i in range(count)
+              if (after is None or ends[i] > after) and (up_to is None or i == 0 or ends[i - 1] < up_to)]
+    return range(chosen[0], chosen[-1] + 1) if chosen else range(0)
 
 
-def _refuse_acid_v1_events(event_file: EventFile, stripe: int | None) -> None:
-    """An insert file must hold only insert events (split-update layout).
-
-    Hive 2.x's OrcRecordUpdater records an UPDATE's delete count in its insert file's `hive.acid.stats` (HIVE-17284),
-    so a non-zero count there only triggers a look at the operation column, which decides.
-    """
+def _may_hold_other_events(event_file: EventFile) -> bool:
+    """Whether an insert file's `hive.acid.stats` counts updates or deletes: Hive 2.x's OrcRecordUpdater records an
+    UPDATE's delete count in its insert file's stats (HIVE-17284), so a count there only triggers a look at the
+    operation column (`_refuse_acid_v1_events`), which decides."""
     stats = event_file.stats
-    if stats is None or not (stats.updates or stats.deletes):
-        return
-    operations = event_file.read([OPERATION], stripe=stripe).column(OPERATION).to_numpy()
-    if (operations != INSERT_OPERATION).any():
+    return stats is not None and bool(stats.updates or stats.deletes)
+
+
+def _refuse_acid_v1_events(event_file: EventFile, operations: pa.ChunkedArray) -> None:
+    """An insert file must hold only insert events (split-update layout)."""
+    if (operations.to_numpy() != INSERT_OPERATION).any():
         raise SchemaMismatchError(
             f"{event_file.path}: insert delta holds update or delete events; the ACID v1 layout (before split-update) "
             "is not supported: run a major compaction in Hive first")

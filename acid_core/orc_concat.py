@@ -67,15 +67,26 @@ class _Part:
 
 def _read_part(fs: FileSystem, path: str) -> _Part:
     with fs.open_input(path) as handle:
-        size = handle.size()
-        if size < 4:
-            raise CorruptFileError(f"{path}: not an ORC file ({size} bytes)")
-        ps_length = handle.read_at(1, size - 1)[0]
-        postscript = parse_postscript(handle.read_at(ps_length, size - 1 - ps_length))
-        metadata_length = next((_uint(raw) for n, w, raw in _fields(postscript.raw)
-                                if n == _PS_METADATA_LENGTH and w == 0), 0)
-        tail_length = metadata_length + postscript.footer_length
-        tail = handle.read_at(tail_length, size - 1 - ps_length - tail_length)
+        return read_tail(handle, path)
+
+
+def read_tail(handle, path: str) -> _Part:
+    """The tail (postscript, footer, stripe statistics) of the ORC file open as `handle` (a random-access file).
+
+    Raises:
+        CorruptFileError: not an ORC file this code understands.
+    """
+    size = handle.size()
+    if size < 4:
+        raise CorruptFileError(f"{path}: not an ORC file ({size} bytes)")
+    ps_length = handle.read_at(1, size - 1)[0]
+    postscript = parse_postscript(handle.read_at(ps_length, size - 1 - ps_length))
+    metadata_length = next((_uint(raw) for n, w, raw in _fields(postscript.raw)
+                            if n == _PS_METADATA_LENGTH and w == 0), 0)
+    tail_length = metadata_length + postscript.footer_length
+    if tail_length + ps_length + 1 > size:
+        raise CorruptFileError(f"{path}: ORC tail of {tail_length + ps_length + 1} bytes exceeds the file ({size})")
+    tail = handle.read_at(tail_length, size - 1 - ps_length - tail_length)
     footer = _fields(_decompress(tail[metadata_length:], postscript.compression))
     metadata = _fields(_decompress(tail[:metadata_length], postscript.compression)) if metadata_length else []
     part = _Part(path, 0, postscript.compression, postscript.block_size, postscript.raw, footer,

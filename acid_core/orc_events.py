@@ -18,6 +18,7 @@ import pyorc
 
 from acid_core.errors import CorruptFileError, InvalidTypeError, SchemaMismatchError
 from acid_core.fs import FileSystem
+from acid_core.orc_stripe_range import StripeRangeFile
 from acid_core.types import parse_type
 
 OPERATION, ORIGINAL_WRITE_ID, BUCKET, ROW_ID, CURRENT_WRITE_ID, ROW = (
@@ -262,19 +263,29 @@ class EventFile:
             keys.append((owid, bucket, row_id))
         return keys
 
-    def iter_batches(self, columns: Sequence[str], *, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    def iter_batches(self, columns: Sequence[str], *, batch_rows: int = BATCH_ROWS,
+                     stripes: range | None = None) -> Iterator[pa.RecordBatch]:
         """The named top-level columns, in file order, at most `batch_rows` rows at a time: ORC's row reader
         streams through the stripes, so memory is a batch plus the compressed streams of the stripe at hand however
-        many rows a stripe holds (a delete delta written by Hive can hold millions of events in one 64 MiB stripe),
-        where `read(stripe=)` decodes a whole stripe at once. Time: linear in the rows before the last batch taken.
+        many rows a stripe holds (a file written by Hive holds millions of rows in one 64 MiB stripe), where
+        `read(stripe=)` decodes a whole stripe at once. `stripes` (consecutive) reads only those: the reader starts
+        at the first of them without decoding the stripes before it (`orc_stripe_range`). Time: linear in the rows
+        before the last batch taken, from the first stripe read.
 
         Raises:
             CorruptFileError: the data cannot be decoded.
             MemoryError: the process's memory (or its cap) ran out.
         """
+        if stripes is not None and not len(stripes):
+            return
+        whole = stripes is None or (stripes.start == 0 and stripes.stop >= self.num_stripes)
         source = self.path if self._prefix is None else pa.BufferReader(self._prefix)
         filesystem = self._fs.arrow if self._prefix is None else None
+        handle = None
         try:
+            if not whole:
+                handle = self._fs.open_input(self.path) if self._prefix is None else pa.BufferReader(self._prefix)
+                source, filesystem = StripeRangeFile(handle, self.path, stripes.start, stripes.stop), None
             fragment = _ORC_FORMAT.make_fragment(source, filesystem=filesystem)
             batches = fragment.to_batches(columns=list(columns), batch_size=batch_rows, batch_readahead=1,
                                           fragment_readahead=1, use_threads=False)
@@ -284,6 +295,9 @@ class EventFile:
                               "job's Python workers are capped by spark.executor.pyspark.memory") from exc
         except (pa.ArrowException, OSError, IndexError) as exc:
             raise CorruptFileError(f"{self.path}: cannot decode ORC data ({exc})") from exc
+        finally:
+            if handle is not None:
+                handle.close()
 
     def read(self, columns: Sequence[str], *, stripe: int | None = None) -> pa.Table:
         """Read the named top-level columns (event fields, or table columns of an original file).

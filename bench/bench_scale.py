@@ -1,29 +1,35 @@
-"""Memory and time of compaction and reads as one bucket grows: 2M, 8M and 32M base rows, measured in one run.
+"""Memory and time of compaction and reads as one bucket grows: 1M, 8M and 32M base rows, measured in one run, on
+two layouts of the same rows.
 
-Table per size (bench/big_partition.py): one bucket, base of N rows + 10 insert deltas of N/100 rows + one delete
-delta removing 10% of every write; columns (id bigint, payload string of 24 bytes, amount double, quantity int);
-ZLIB; 64 MiB stripes; a SQLite metastore.
+Table per size and layout (bench/big_partition.py): one bucket, base of N rows + 10 insert deltas of N/100 rows + 5
+delete deltas removing together 10% of every write; columns (id bigint, payload string of 24 bytes, amount double,
+quantity int); ZLIB; a SQLite metastore. Layouts:
+- `hive`: laid out as Hive's ORC writer lays files out: ORC closes a stripe when its compressed streams reach 64 MiB,
+  so a stripe holds millions of rows (about 11M here) and decodes to hundreds of MiB; Hive's key index per stripe;
+- `own`: the project's writer: stripes of about 64 MiB decoded.
 
-Printed, side by side:
-- peak RSS (VmHWM) of the Spark Python worker that runs the major compaction of the whole bucket (one task, as
-  issue 11 measured it; the default plan, which splits it over the idle slots, is printed too), of the Spark
-  Python workers of a `spark_jobs.read.read_table` scan (count + sums, every column read), and of a process that
-  streams `acid_core.merge.read_batches` over the partition in row__id order (as `acid read` does) with the deletes
-  streamed; each in a fresh process (a fresh Spark application on local[2]) per size, and the ratio 32M / 2M of
-  each                                                                                      goal <= 1.3 (flat);
-  also read_batches with its default of up to 10M delete events held in memory (no goal: it grows with the deletes
-  up to that bound, as Hive's reader does);
-- at 32M: major compaction (whole worker protocol; the bucket split into key-range parts, one Spark task per idle
-  slot, concatenated stripe by stripe into the one bucket file) vs a plain Spark ORC read-and-rewrite
-  (`spark.read.orc(f).write.orc(...)`, ZLIB) of a plain file holding exactly the surviving rows    goal <= 1.1x;
-- at 32M: the speed-up on local[2] of that split major compaction over the same compaction in one Spark task (the
-  bucket not split; the task on its one core, spark.task.cpus=1)                            goal >= 1.6x;
+Printed, side by side, per layout:
+- peak RSS (VmHWM) of the Spark Python worker (`pyspark.daemon` and its forks, never the driver JVM, whose class path
+  names pyspark; the driver JVM and driver Python are printed apart) that runs the major compaction of the whole
+  bucket (one task; the default plan, which splits it over the idle slots, is printed too), of the Spark Python
+  workers of a `spark_jobs.read.read_table` scan (count + sums, every column read), and of a process that streams
+  `acid_core.merge.read_batches` over the partition in row__id order (as `acid read` does) with the deletes
+  streamed; each in a fresh process (a fresh Spark application on local[2]) per size, and the ratio largest /
+  smallest of each                                                                  goal <= 1.3 (flat);
+  also read_batches with its default of up to 10M delete events held in memory (held per stripe's key interval);
+- at the largest size, Hive's layout: major compaction (whole worker protocol; the bucket split into key-range parts,
+  one Spark task per idle slot, concatenated stripe by stripe into the one bucket file) vs a plain Spark ORC
+  read-and-rewrite (`spark.read.orc(f).write.orc(...)`, ZLIB) of a plain file holding exactly the surviving rows
+                                                                                              goal <= 1.1x;
+- there too: the speed-up on local[2] of that split major compaction over the same compaction in one Spark task
+  (the bucket not split; the task on its one core, spark.task.cpus=1)                       goal >= 1.6x;
   also over one task that encodes its output on a second thread (what a task with spark.task.cpus=2 does: on two
   cores it keeps both busy, so no split can gain much over it here), and a rebalance into 4 buckets, for comparison.
 Timings are medians of `--repeats` interleaved runs in one Spark application (JVM start-up not counted), each on a
 fresh copy of the table (copying not timed). The load average before and after is printed: the machine is shared.
 
-Run: `.venv/bin/python bench/bench_scale.py [--sizes 2000000,8000000,32000000] [--repeats 3]` (about 10 minutes).
+Run: `.venv/bin/python bench/bench_scale.py [--sizes 1000000,8000000,32000000] [--layouts hive,own] [--repeats 3]`
+(about 25 minutes).
 """
 
 from __future__ import annotations
@@ -239,7 +245,8 @@ def write_plain_surviving(store: Metastore, table: str, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="2000000,8000000,32000000")
+    parser.add_argument("--sizes", default="1000000,8000000,32000000")
+    parser.add_argument("--layouts", default="hive,own", help="comma-separated: hive, own (the first is timed)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--child", nargs=7, metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -248,60 +255,75 @@ def main() -> None:
         Path(result).write_text(json.dumps(child(kind, url, warehouse, table, scratch, int(repeats))))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
+    layouts = args.layouts.split(",")
     load_before = os.getloadavg()[0]
-    peaks: dict[str, dict[int, float]] = {"compaction task": {}, "Spark read task": {}, "read_batches": {},
-                                          "read_batches, deletes in memory": {}, "compaction, default plan": {}}
+    peaks: dict[str, dict[str, dict[int, float]]] = {}
     timed: dict = {}
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as directory:
-        for size in sizes:
-            scratch = Path(directory) / f"n{size}"
-            scratch.mkdir()
-            url, warehouse = f"sqlite:///{scratch}/metastore.db", str(scratch / "warehouse")
-            store = Metastore(url, warehouse=warehouse)
-            store.init()
-            started = time.perf_counter()
-            built = build(store, "t", base_rows=size)
-            (scratch / "built.json").write_text(json.dumps({"writes": built.writes, "surviving": built.surviving}))
-            print(f"{size:>11,} base rows: built {built.rows:,} rows, {built.surviving:,} survive, "
-                  f"{built.decoded_bytes / 2**20:,.0f} MiB decoded, in {time.perf_counter() - started:.0f} s",
-                  flush=True)
-            register_copy(store, built, "for_compaction", str(scratch / "for_compaction"))
-            one_task = run_child("compact", url, warehouse, "for_compaction", scratch)
-            peaks["compaction task"][size] = one_task["peak_mib"]
-            print("    one-task compaction, peak RSS MiB by process: " + ", ".join(
-                f"{k} {v:.0f}" for k, v in one_task["processes"].items()), flush=True)
-            register_copy(store, built, "for_split", str(scratch / "for_split"))
-            peaks["compaction, default plan"][size] = run_child("compact-split", url, warehouse, "for_split",
-                                                                scratch)["peak_mib"]
-            peaks["Spark read task"][size] = run_child("read", url, warehouse, "t", scratch)["peak_mib"]
-            peaks["read_batches"][size] = run_child("batches", url, warehouse, "t", scratch)["peak_mib"]
-            peaks["read_batches, deletes in memory"][size] = run_child("batches-registry", url, warehouse, "t",
-                                                                       scratch)["peak_mib"]
-            print("    peak RSS MiB: " + ", ".join(f"{k} {v[size]:.0f}" for k, v in peaks.items()), flush=True)
-            if size == max(sizes):
-                write_plain_surviving(store, "t", scratch / "plain-surviving.orc")
-                timed = run_child("timings", url, warehouse, "t", scratch, args.repeats)
-            store.close()
-            shutil.rmtree(scratch)
-    report(sizes, peaks, timed, args.repeats, (load_before, os.getloadavg()[0]))
+        for layout in layouts:
+            peaks[layout] = {"compaction task": {}, "Spark read task": {}, "read_batches": {},
+                             "read_batches, deletes in memory": {}, "compaction, default plan": {}}
+            for size in sizes:
+                scratch = Path(directory) / f"{layout}-n{size}"
+                scratch.mkdir()
+                measured = measure(layout, size, scratch, peaks[layout], args.repeats if (
+                    layout == layouts[0] and size == max(sizes)) else None)
+                timed = measured or timed
+                shutil.rmtree(scratch)
+    report(sizes, layouts, peaks, timed, args.repeats, (load_before, os.getloadavg()[0]))
 
 
-def report(sizes, peaks, timed, repeats, load) -> None:
+def measure(layout: str, size: int, scratch: Path, peaks: dict[str, dict[int, float]],
+            repeats: int | None) -> dict | None:
+    """Build the table, take every peak of one size and layout in fresh processes; time it when `repeats` is given."""
+    url, warehouse = f"sqlite:///{scratch}/metastore.db", str(scratch / "warehouse")
+    store = Metastore(url, warehouse=warehouse)
+    store.init()
+    started = time.perf_counter()
+    built = build(store, "t", base_rows=size, layout=layout, delete_deltas=5)
+    (scratch / "built.json").write_text(json.dumps({"writes": built.writes, "surviving": built.surviving}))
+    base = next(Path(built.location).glob("base_*/bucket_*"))
+    print(f"{layout} layout, {size:>11,} base rows: built {built.rows:,} rows, {built.surviving:,} survive, "
+          f"{built.decoded_bytes / 2**20:,.0f} MiB decoded, base in {pa_orc.ORCFile(str(base)).nstripes} stripes, "
+          f"in {time.perf_counter() - started:.0f} s", flush=True)
+    register_copy(store, built, "for_compaction", str(scratch / "for_compaction"))
+    one_task = run_child("compact", url, warehouse, "for_compaction", scratch)
+    peaks["compaction task"][size] = one_task["peak_mib"]
+    print("    one-task compaction, peak RSS MiB by process: " + ", ".join(
+        f"{k} {v:.0f}" for k, v in one_task["processes"].items()), flush=True)
+    register_copy(store, built, "for_split", str(scratch / "for_split"))
+    peaks["compaction, default plan"][size] = run_child("compact-split", url, warehouse, "for_split",
+                                                        scratch)["peak_mib"]
+    peaks["Spark read task"][size] = run_child("read", url, warehouse, "t", scratch)["peak_mib"]
+    peaks["read_batches"][size] = run_child("batches", url, warehouse, "t", scratch)["peak_mib"]
+    peaks["read_batches, deletes in memory"][size] = run_child("batches-registry", url, warehouse, "t",
+                                                               scratch)["peak_mib"]
+    print("    peak RSS MiB: " + ", ".join(f"{k} {v[size]:.0f}" for k, v in peaks.items()), flush=True)
+    timed = None
+    if repeats is not None:
+        write_plain_surviving(store, "t", scratch / "plain-surviving.orc")
+        timed = run_child("timings", url, warehouse, "t", scratch, repeats)
+    store.close()
+    return timed
+
+
+def report(sizes, layouts, peaks, timed, repeats, load) -> None:
     small, large = min(sizes), max(sizes)
     print()
     print(f"load average {load[0]:.1f} before, {load[1]:.1f} after (2 cores: above ~2.5 other work shared them)")
-    print(f"{'peak RSS (MiB)':34s}" + "".join(f"{size:>14,}" for size in sizes)
-          + f"   ratio {large / 1e6:g}M/{small / 1e6:g}M")
-    for name, values in peaks.items():
-        ratio = values[large] / values[small]
-        goal = "(up to 10M delete events held: Hive's hive.transactional.events.mem)" if "in memory" in name else \
-            "(its largest task: the bucket split over the idle slots, parts of up to 32M rows)" if "plan" in name \
-            else f"(goal <= {GOALS['flat']}: {'met' if ratio <= GOALS['flat'] else 'MISSED'})"
-        print(f"  {name:32s}" + "".join(f"{values[s]:14.0f}" for s in sizes) + f"   {ratio:5.2f}  {goal}")
+    for layout in layouts:
+        print(f"{layout + ' layout, peak RSS (MiB)':40s}" + "".join(f"{size:>14,}" for size in sizes)
+              + f"   ratio {large / 1e6:g}M/{small / 1e6:g}M")
+        for name, values in peaks[layout].items():
+            ratio = values[large] / values[small]
+            goal = "(up to 10M delete events, held per stripe's key interval)" if "in memory" in name else \
+                "(its largest task: the bucket split over the idle slots)" if "plan" in name \
+                else f"(goal <= {GOALS['flat']}: {'met' if ratio <= GOALS['flat'] else 'MISSED'})"
+            print(f"  {name:38s}" + "".join(f"{values[s]:14.0f}" for s in sizes) + f"   {ratio:5.2f}  {goal}")
     if timed:
         ratio = timed["major"] / timed["plain rewrite"]
         speed = timed["major one task"] / timed["major"]
-        print(f"at {large:,} base rows, medians of {repeats}:")
+        print(f"{layouts[0]} layout at {large:,} base rows, medians of {repeats}:")
         print(f"  major compaction, bucket split into {timed['tasks']} tasks on local[2] {timed['major']:7.1f} s")
         print(f"  plain Spark ORC rewrite of the survivors       {timed['plain rewrite']:7.1f} s   major/plain "
               f"{ratio:4.2f}x (goal <= {GOALS['major vs plain']}x: "

@@ -2,11 +2,16 @@
 capped-memory tests (tests/spark/test_capped_memory.py).
 
 `build` registers `default.<name>` (unbucketed, full ACID) in a metastore and writes, all in bucket 0 and in key
-order: `base_0000001` of `base_rows`, `deltas` insert deltas of `delta_rows` (write ids 2..), and one delete delta
-removing `delete_fraction` of every row written (the last write id), with every write id committed. Rows are
+order: `base_0000001` of `base_rows`, `deltas` insert deltas of `delta_rows` (write ids 2..), and `delete_deltas` delete
+deltas (the last write ids) removing together `delete_fraction` of every row written, with every write id committed. Rows are
 (id bigint, payload string, amount double, quantity int); `payload` is `payload_bytes` long (the id's digits
 repeated), so files stay small on disk (ZLIB) while the decoded size is what a test needs. It writes a batch at a
-time (EventStreamWriter): memory does not grow with the size.
+time: memory does not grow with the size.
+
+Two layouts: `own` (the project's writer, EventStreamWriter: stripes of about `stripe_bytes` decoded bytes) and
+`hive` (laid out as Hive's ORC writer lays files out: the writer closes a stripe when its buffered, compressed streams
+reach `stripe_bytes`, 64 MiB by default, so a compressible stripe decodes to many times that; ZLIB; 10,000-row index
+stride; Hive's `hive.acid.key.index`, `hive.acid.stats` and `hive.acid.version` user metadata).
 
 `digest` streams a snapshot of the partition (acid_core.merge.read_batches) and returns what the rows are: count,
 id sum, payload bytes and an order-independent hash of (id, write id) and of (id, write id, bucket, rowId), so a
@@ -15,19 +20,21 @@ compaction that keeps ROW__IDs must leave all of them equal and a rebalance all 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.orc as pa_orc
 
-from acid_core.fs import FileSystem
+from acid_core.fs import FileSystem, local_scratch, put_scratch
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, base_dir_name, bucket_file_name, delta_dir_name
 from acid_core.merge import read_batches
 from acid_core.metastore import Metastore
-from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows
-from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION
+from acid_core.orc_columnar import EventStreamWriter, _add_acid_metadata, event_table, null_rows
+from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION, AcidStats
 from acid_core.rowid import encode_bucket
 
 COLUMNS = [("id", "bigint"), ("payload", "string"), ("amount", "double"), ("quantity", "int")]
@@ -63,13 +70,53 @@ def _rows(ids: np.ndarray, width: int) -> pa.StructArray:
         names=[name for name, _ in COLUMNS])
 
 
+class HiveShapedWriter:
+    """An event file laid out as Hive's ORC writer lays it out: ORC's own rule closes a stripe when the buffered,
+    compressed streams reach `stripe_bytes` (Hive's hive.exec.orc.default.stripe.size, 64 MiB), ZLIB, an index entry
+    every 10,000 rows, and Hive's ACID user metadata. Memory: the ORC writer's buffers (one stripe, compressed)."""
+
+    def __init__(self, fs: FileSystem, destination: str, *, stripe_bytes: int = 64 << 20) -> None:
+        self._fs, self._destination = fs, destination
+        self._exit = contextlib.ExitStack()
+        self._scratch = self._exit.enter_context(local_scratch(fs, destination))
+        self._writer = pa_orc.ORCWriter(self._scratch.path, compression="zlib", file_version="0.12",
+                                        stripe_size=stripe_bytes, batch_size=1024, row_index_stride=10_000)
+        self._counts = [0, 0, 0]
+
+    def write(self, table: pa.Table) -> None:
+        operations = table.column(0).to_numpy()
+        for operation in range(3):
+            self._counts[operation] += int((operations == operation).sum())
+        self._writer.write(table)
+
+    def close(self) -> None:
+        with self._exit:
+            self._writer.close()
+            _add_acid_metadata(self._scratch, AcidStats(*self._counts), self._destination)
+            put_scratch(self._fs, self._scratch, self._destination)
+
+    def __enter__(self) -> "HiveShapedWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._exit.close()
+
+
+def _writer(layout: str, fs: FileSystem, destination: str, stripe_bytes: int):
+    if layout == "hive":
+        return HiveShapedWriter(fs, destination, stripe_bytes=stripe_bytes)
+    if layout == "own":
+        return EventStreamWriter(fs, destination, stripe_bytes=stripe_bytes)
+    raise ValueError(f"layout {layout!r} is not 'own' or 'hive'")
+
+
 def build(metastore: Metastore, name: str, *, base_rows: int, deltas: int = 10, delta_rows: int | None = None,
           delete_fraction: float = 0.1, payload_bytes: int = 24, stripe_bytes: int = 64 << 20,
-          seed: int = 7) -> Built:
+          seed: int = 7, layout: str = "own", delete_deltas: int = 1) -> Built:
     delta_rows = base_rows // 100 if delta_rows is None else delta_rows
     table = metastore.catalog.create_table("default", name, COLUMNS, params={
         "transactional": "true", "orc.stripe.size": str(stripe_bytes)})
-    writes = 1 + deltas + 1
+    writes = 1 + deltas + delete_deltas
     for _ in range(writes):
         txn = metastore.txns.open_txn()
         metastore.txns.allocate_write_ids([txn], "default", name)
@@ -80,8 +127,7 @@ def build(metastore: Metastore, name: str, *, base_rows: int, deltas: int = 10, 
     first_id = 0
     for write_id, count in [(1, base_rows)] + [(2 + d, delta_rows) for d in range(deltas)]:
         directory = base_dir_name(1) if write_id == 1 else delta_dir_name(write_id, write_id, statement_id=0)
-        with EventStreamWriter(fs, f"{table.location}/{directory}/{bucket_file_name(0)}",
-                               stripe_bytes=stripe_bytes) as writer:
+        with _writer(layout, fs, f"{table.location}/{directory}/{bucket_file_name(0)}", stripe_bytes) as writer:
             for start in range(0, count, BATCH):
                 row_ids = np.arange(start, min(start + BATCH, count), dtype=np.int64)
                 ids = row_ids + first_id
@@ -92,17 +138,22 @@ def build(metastore: Metastore, name: str, *, base_rows: int, deltas: int = 10, 
         chosen = np.flatnonzero(rng.random(count) < delete_fraction).astype(np.int64)
         deleted.append((write_id, chosen))
         first_id += count
-    directory = delta_dir_name(writes, writes, statement_id=0, delete=True)
     row_type = _rows(np.zeros(0, np.int64), 0).type
-    with EventStreamWriter(fs, f"{table.location}/{directory}/{bucket_file_name(0)}",
-                           stripe_bytes=stripe_bytes) as writer:
-        for write_id, row_ids in deleted:
-            for start in range(0, len(row_ids), BATCH):
-                part = row_ids[start:start + BATCH]
-                writer.write(event_table(DELETE_OPERATION, np.full(len(part), write_id), np.full(len(part), BUCKET),
-                                         part, np.full(len(part), writes), null_rows(row_type, len(part))))
-        writer.close()
-    fs.write_atomically(f"{table.location}/{directory}/{ACID_FORMAT_FILE}", str(ORC_ACID_VERSION).encode())
+    # every deleted row goes to one of the delete deltas (as `delete_deltas` DELETE statements would remove them)
+    owner = [rng.integers(0, delete_deltas, len(row_ids)) for _, row_ids in deleted]
+    for number in range(delete_deltas):
+        write_id = 1 + deltas + 1 + number
+        directory = delta_dir_name(write_id, write_id, statement_id=0, delete=True)
+        with _writer(layout, fs, f"{table.location}/{directory}/{bucket_file_name(0)}", stripe_bytes) as writer:
+            for (original, row_ids), owners in zip(deleted, owner):
+                mine = row_ids[owners == number]
+                for start in range(0, len(mine), BATCH):
+                    part = mine[start:start + BATCH]
+                    writer.write(event_table(DELETE_OPERATION, np.full(len(part), original),
+                                             np.full(len(part), BUCKET), part, np.full(len(part), write_id),
+                                             null_rows(row_type, len(part))))
+            writer.close()
+        fs.write_atomically(f"{table.location}/{directory}/{ACID_FORMAT_FILE}", str(ORC_ACID_VERSION).encode())
     removed = sum(len(r) for _, r in deleted)
     survivors = first_id - removed
     return Built(table.location, first_id, removed, survivors * (8 + payload_bytes + 4 + 8 + 4 + 8), writes)
