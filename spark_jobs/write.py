@@ -43,6 +43,7 @@ PART, BUCKET, OWID, BPROP, ROWID = "__acid_part", "__acid_bucket", "__acid_owid"
 _RESULT = StructType([StructField("part", StringType()), StructField("staging", StringType()),
                       StructField("rows", LongType())])
 _MAX_WRITERS = 4096
+GATHER_ROWS_DEFAULT = 131_072  # rows an insert task groups by (partition, bucket) at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,18 +118,18 @@ def _insert_groups(batch: pa.RecordBatch, keys: tuple[str, ...], buckets: np.nda
     return groups
 
 
-def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch], *,
+                   gather_rows: int = GATHER_ROWS_DEFAULT) -> Iterator[pa.RecordBatch]:
     """Spark task: insert events for the rows of this task, one file per (partition, bucket or writer id), written
-    batch by batch as the rows arrive (memory: one batch and each open file's stripe buffer, not the task's rows)."""
+    batch by batch as the rows arrive (memory: a batch of `gather_rows` and each open file's stripe buffer, not the
+    task's rows)."""
     from pyspark import TaskContext
 
     writer_id = TaskContext.get().partitionId()
     fs, _ = FileSystem.resolve(task.location)
     files: dict[tuple[str, int], list] = {}  # (partition, bucket) -> [writer, rows written, staging directory]
     try:
-        for batch in batches:
-            if not batch.num_rows:
-                continue
+        for batch in _gathered(batches, gather_rows):
             buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy() if task.bucketed \
                 else np.full(batch.num_rows, writer_id)
             for part, bucket, rows in _insert_groups(batch, task.partition_keys, buckets):
@@ -155,6 +156,24 @@ def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
             writer.abort()
         raise
     yield _result_batch(results)
+
+
+def _gathered(batches: Iterator[pa.RecordBatch], rows_wanted: int) -> Iterator[pa.RecordBatch]:
+    """Spark's small Arrow batches (10,000 rows) joined into batches of about `rows_wanted` rows: an insert task
+    groups and writes per (partition, bucket), so with 32 buckets a 10,000-row batch would make 32 writes of some
+    300 rows each (memory: one joined batch)."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= rows_wanted:
+            yield pending[0] if len(pending) == 1 else pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+            pending, rows = [], 0
+    if pending:
+        yield pending[0] if len(pending) == 1 else pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
 def _runs(parts: pa.Array, buckets: np.ndarray) -> list[tuple[str, int, int, int]]:
@@ -284,7 +303,10 @@ def _insert_frame(write: _Write, frame: DataFrame, statement_id: int) -> list[tu
     final = delta_dir_name(write.write_id, write.write_id, statement_id=statement_id)
     if table.num_buckets > 0:
         keys = [k.name for k in table.partition_keys]
-        frame = _with_bucket(frame, table).repartition(*([F.col(k) for k in keys] + [F.col(BUCKET)]))
+        # as many tasks as the application has slots (adaptive execution would pack a shuffle of under 64 MiB
+        # into one task, writing every bucket on one core)
+        slots = frame.sparkSession.sparkContext.defaultParallelism
+        frame = _with_bucket(frame, table).repartition(slots, *([F.col(k) for k in keys] + [F.col(BUCKET)]))
         return write.run(frame, write.task(statement_id, final, bucketed=True), _write_inserts)
     if frame.rdd.getNumPartitions() > _MAX_WRITERS:
         frame = frame.coalesce(_MAX_WRITERS)  # writer ids are 12 bits in BucketCodec V1
