@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from acid_core.errors import UnsortedEventsError
-from acid_core.orc_events import BATCH_ROWS, CURRENT_WRITE_ID, KEY_FIELDS, EventFile
+from acid_core.orc_events import CURRENT_WRITE_ID, KEY_FIELDS, EventFile
 from acid_core.validity import ValidWriteIdList
 
 Key = tuple[int, int, int]
@@ -194,12 +194,15 @@ def _members(run: np.ndarray, removed: np.ndarray) -> np.ndarray:
     return removed[position] == run
 
 
+CURSOR_BATCH_ROWS = 32_768  # delete events a cursor decodes at a time (about 1 MiB of keys)
+
+
 class DeleteCursor:
     """Streams one delete file's applicable events in key order, a batch at a time (bounded memory however big the
     file's stripes are): the events asked for stay buffered until the stream passes them."""
 
     def __init__(self, event_file: EventFile, write_ids: ValidWriteIdList, *, check_validity: bool,
-                 start_key: Key | None = None, batch_rows: int = BATCH_ROWS) -> None:
+                 start_key: Key | None = None, batch_rows: int = CURSOR_BATCH_ROWS) -> None:
         self._path = event_file.path
         event_file.key_index()  # a damaged hive.acid.key.index is refused, as Hive's delete-delta reader does
         self._write_ids = write_ids

@@ -31,13 +31,17 @@ ROW_ID_COLUMN = "row__id"
 KEY_COLUMNS = ("__owid", "__bucket", "__rowid")
 
 
+WHOLE_REGISTRY_EVENTS = 1 << 20  # delete events (20 bytes each in memory) a registry holds at once, at most
+
+
 class SnapshotReader:
     """Reads the insert sources of a plan and applies validity and delete filtering to each, a batch at a time.
 
-    Memory: one batch of `BATCH_ROWS` rows per insert file being read, whatever its stripes hold (a stripe written by
+    Memory: one batch (about BATCH_BYTES) per insert file being read, whatever its stripes hold (a stripe written by
     Hive decodes to hundreds of MiB), plus the delete events: on the sort-merge path one batch per delete file; with
-    the delete events held in memory (`DeleteRegistry`), those of the key interval of the stripes being read (the
-    files' `hive.acid.key.index` tells which delete stripes can hold it), not the partition's.
+    the delete events held in memory (`DeleteRegistry`), all of them up to WHOLE_REGISTRY_EVENTS, above that those
+    of the key interval of the stripes being read (the files' `hive.acid.key.index` tells which delete stripes can
+    hold it), not the partition's.
     """
 
     def __init__(self, fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, with_keys: bool,
@@ -48,6 +52,9 @@ class SnapshotReader:
         total = delete_event_count(self.delete_files)
         self.streaming = total > max_delete_events_in_memory if sort_merge is None else sort_merge
         self._use_registry = bool(total) and not self.streaming
+        # up to WHOLE_REGISTRY_EVENTS the registry holds every delete event, read once; above, those of the key
+        # interval being read, read again for each interval
+        self._whole_registry = total <= WHOLE_REGISTRY_EVENTS
         self._registry: tuple[tuple[Key | None, Key | None], DeleteRegistry] | None = None  # the last interval's
         self.need_keys = with_keys or self.streaming or bool(total)
         self.with_keys = with_keys
@@ -136,6 +143,8 @@ class SnapshotReader:
     def _registry_for(self, interval: tuple[Key | None, Key | None]) -> DeleteRegistry:
         """The delete events with keys in [low, high] (None: open), from the delete stripes that can hold them; the
         last interval's registry is kept (the batches of one stripe, the stripes of one unit share it)."""
+        if self._whole_registry:
+            interval = (None, None)
         if self._registry is not None and self._registry[0] == interval:
             return self._registry[1]
         self._registry = None  # the previous interval's events go before the next ones are read
@@ -189,7 +198,7 @@ class SnapshotReader:
         return data if keep is None or keep.all() else data.filter(pa.array(keep))
 
 
-BATCH_BYTES = 16 << 20  # decoded bytes a streamed batch aims at (rows of 1 KB: 16,384 rows, not BATCH_ROWS)
+BATCH_BYTES = 4 << 20  # decoded bytes a streamed batch aims at (rows of 1 KB: 4,096 rows, not BATCH_ROWS)
 _SAMPLE_ROWS = 1_024
 
 

@@ -118,10 +118,10 @@ def own_peak_mib() -> float:
 def child(kind: str, url: str, warehouse: str, table: str, scratch: str, repeats: int) -> dict:
     store = Metastore(url, warehouse=warehouse)
     if kind.startswith("batches"):
-        from acid_cli.main import use_jemalloc
+        from acid_cli.main import use_system_allocator
         from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_batches
 
-        use_jemalloc()  # as `acid read` does
+        use_system_allocator()  # as `acid read` does
 
         snapshot = store.txns.snapshot([f"default.{table}"])
         rows = 0

@@ -41,10 +41,11 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.adaptive.advisoryPartitionSizeInBytes": "64m",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
-    # pyarrow's default pool (mimalloc) reserves address space far beyond what it uses, so a Python worker capped by
-    # spark.executor.pyspark.memory (an address-space limit) fails an 8M-row compaction at 1.5 GiB while its RSS peaks
-    # near 0.5 GiB; with jemalloc the same compaction runs under that cap and peaks at 426 MiB instead of 507.
-    "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
+    # pyarrow allocates with glibc's malloc in the Python workers: mimalloc (pyarrow's default) reserves address space
+    # far beyond what it uses, so a worker capped by spark.executor.pyspark.memory (an address-space limit) failed an
+    # 8M-row compaction at 1.5 GiB while its RSS peaked near 0.5 GiB; jemalloc keeps freed pages, so a streamed
+    # compaction's peak grew with the partition (Hive-shaped, 1M to 32M base rows); malloc gives them back.
+    "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
     # glibc gives every new thread (pyarrow's I/O pool, a streamed ORC read, an encoding thread) an arena of 64 MiB
     # of address space: two threads' arenas made a capped worker's 7 MB allocation fail. Two arenas in all, as
     # Hadoop caps them for its containers.

@@ -43,7 +43,8 @@ PART, BUCKET, OWID, BPROP, ROWID = "__acid_part", "__acid_bucket", "__acid_owid"
 _RESULT = StructType([StructField("part", StringType()), StructField("staging", StringType()),
                       StructField("rows", LongType())])
 _MAX_WRITERS = 4096
-GATHER_ROWS_DEFAULT = 131_072  # rows an insert task groups by (partition, bucket) at once
+GATHER_ROWS_DEFAULT = 131_072  # rows an insert task groups by (partition, bucket) at once, at most
+GATHER_BYTES = 8 << 20  # and their bytes, at most (rows of 1 KB: 8,192 rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,19 +160,20 @@ def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch], *,
 
 
 def _gathered(batches: Iterator[pa.RecordBatch], rows_wanted: int) -> Iterator[pa.RecordBatch]:
-    """Spark's small Arrow batches (10,000 rows) joined into batches of about `rows_wanted` rows: an insert task
-    groups and writes per (partition, bucket), so with 32 buckets a 10,000-row batch would make 32 writes of some
-    300 rows each (memory: one joined batch)."""
+    """Spark's small Arrow batches (10,000 rows) joined into batches of about `rows_wanted` rows, or GATHER_BYTES
+    if fewer make that many: an insert task groups and writes per (partition, bucket), so with 32 buckets a
+    10,000-row batch would make 32 writes of some 300 rows each (memory: one joined batch)."""
     pending: list[pa.RecordBatch] = []
-    rows = 0
+    rows = size = 0
     for batch in batches:
         if not batch.num_rows:
             continue
         pending.append(batch)
         rows += batch.num_rows
-        if rows >= rows_wanted:
+        size += batch.nbytes
+        if rows >= rows_wanted or size >= GATHER_BYTES:
             yield pending[0] if len(pending) == 1 else pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
-            pending, rows = [], 0
+            pending, rows, size = [], 0, 0
     if pending:
         yield pending[0] if len(pending) == 1 else pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 

@@ -251,6 +251,9 @@ class Database:
         self.identity = identity or Identity.current()
         self.outage_seconds = outage_seconds
         self._reached = False  # an unreachable URL never reached fails at once: a typo is not an outage
+        self._kept = threading.local()  # each thread's autocommit connection (PostgreSQL), see _kept_connection
+        self._kept_lock = threading.Lock()
+        self._all_kept: list[Connection] = []
         try:
             self._create_engines(parsed, pool_size)
         except OSError as exc:
@@ -277,13 +280,47 @@ class Database:
             # each one.
             connect_args = {} if "options" in parsed.query else {"options": "-c jit=off"}
             self.engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size, connect_args=connect_args)
-            # Single-statement hot paths use their own autocommit pool: switching isolation per checkout costs time.
-            self._autocommit_engine = sa.create_engine(url, pool_size=pool_size, max_overflow=pool_size,
-                                                       isolation_level="AUTOCOMMIT", connect_args=connect_args)
+            # Single-statement hot paths (open, commit of a transaction that wrote nothing, heartbeats) run in
+            # autocommit on a connection each thread keeps (no pool checkout and return per call; switching isolation
+            # per checkout would cost more): outside any pool, so threads never wait for one another's.
+            self._autocommit_engine = sa.create_engine(url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT",
+                                                       connect_args=connect_args)
+
+    def _kept_connection(self) -> Connection:
+        """This thread's autocommit connection (opened on first use, and again in a forked child or after a loss)."""
+        kept = getattr(self._kept, "connection", None)
+        if kept is not None and kept[0] == os.getpid() and not kept[1].closed and not kept[1].invalidated:
+            return kept[1]
+        connection = self._autocommit_engine.connect()
+        self._kept.connection = (os.getpid(), connection)
+        with self._kept_lock:
+            self._all_kept.append(connection)
+        return connection
+
+    def _drop_kept(self) -> None:
+        kept = getattr(self._kept, "connection", None)
+        self._kept.connection = None
+        if kept is not None and kept[0] == os.getpid():
+            with self._kept_lock:
+                if kept[1] in self._all_kept:
+                    self._all_kept.remove(kept[1])
+            try:
+                kept[1].invalidate()
+                kept[1].close()
+            except SQLAlchemyError:
+                pass
 
     def dispose(self) -> None:
         self.engine.dispose()
         if self.dialect == "postgresql":
+            with self._kept_lock:
+                kept, self._all_kept = self._all_kept, []
+            for connection in kept:
+                try:
+                    connection.close()
+                except SQLAlchemyError:
+                    pass
+            self._kept = threading.local()
             self._autocommit_engine.dispose()
 
     def run(self, operation: str, function: Callable[[Connection], T], *, write: bool = True,
@@ -313,8 +350,9 @@ class Database:
         check_first = False  # the last attempt was lost while committing: ask `done_check` first
         while True:
             autocommit = single_statement and self.dialect == "postgresql"
+            kept = autocommit and not check_first
             try:
-                connection = (self._autocommit_engine if autocommit else self.engine).connect()
+                connection = self._kept_connection() if kept else self.engine.connect()
             except DBAPIError as exc:
                 if _is_retryable(exc) and contention + 1 < _MAX_ATTEMPTS:
                     contention += 1
@@ -329,14 +367,14 @@ class Database:
             self._reached = True
             committing = autocommit
             try:
+                if kept:
+                    result = function(connection)
+                    if outage:
+                        outage.recovered()
+                    return result
                 with connection:
                     if self.dialect == "sqlite":
                         connection.info["acid_begin"] = "IMMEDIATE" if write else "DEFERRED"
-                    elif autocommit and not check_first:
-                        result = function(connection)
-                        if outage:
-                            outage.recovered()
-                        return result
                     elif snapshot:
                         connection = connection.execution_options(isolation_level="REPEATABLE READ")
                     transaction = connection.begin()
@@ -355,6 +393,8 @@ class Database:
                     return result
             except DBAPIError as exc:
                 lost = exc.connection_invalidated or _is_disconnect(exc) or _is_outage(exc)
+                if kept:
+                    self._drop_kept()  # whatever failed, the next attempt starts on a fresh connection
                 if lost:
                     reason = _reason(exc)
                     if not write and not fresh_retry_done:  # most often a pooled connection the server ended
@@ -380,6 +420,8 @@ class Database:
                     raise DuplicateKeyError(f"{operation}: a concurrent writer created the same row: {exc.orig}") from exc
                 raise MetastoreError(f"{operation}: metastore database error: {exc.orig}") from exc
             except SQLAlchemyError as exc:
+                if kept:
+                    self._drop_kept()
                 raise MetastoreError(f"{operation}: metastore error: {exc}") from exc
 
     def init_schema(self) -> int:

@@ -1,7 +1,8 @@
 """Run every capped-memory job of test_capped_memory.py in one fresh Spark application whose Python workers are
 capped (`spark.executor.pyspark.memory`): `python capped_jobs.py METASTORE_URL WAREHOUSE CAP RESULT_FILE`.
 
-The tables (built by the test with bench/big_partition.py) are `default.major`, `minor`, `rebalance` and `plain`.
+The tables (built by the test with bench/big_partition.py) are `default.major`, `minor`, `rebalance` and `plain`, and
+laid out as Hive's writer lays files out (64 MiB stripes by ORC's compressed-size rule), `hive_major` and `hive_plain`.
 Each job's outcome goes to RESULT_FILE as JSON {job: {"ok": bool, "error": str, ...figures}}; one job failing does
 not stop the others. A fresh process because a SparkContext's settings are fixed for its life.
 """
@@ -31,17 +32,17 @@ def compact(spark, store: Metastore, table: str, kind: str) -> dict:
     enqueued = store.compactions.enqueue("default", table, None, CompactionType.parse(kind),
                                          number_of_buckets=4 if kind == "rebalance" else None)
     # Major in one task, not split over the idle slot: one task streams the whole bucket under the cap.
-    runner = SparkRunner(spark, split_rows=None if kind == "major" else SPLIT_ROWS)
+    runner = SparkRunner(spark, split_rows=None if kind == "major" else SPLIT_ROWS)  # hive_major: one task too
     outcome = CompactionWorker(store, worker_id="capped", runner=runner).run(enqueued.compaction_id)
     return {"result": outcome.result, "message": outcome.message, "after": digest(store, table)}
 
 
-def read(spark, store: Metastore) -> dict:
+def read(spark, store: Metastore, table: str = "plain") -> dict:
     from pyspark.sql import functions as F
 
     from spark_jobs.read import read_table
 
-    frame = read_table(spark, store, "default", "plain")
+    frame = read_table(spark, store, "default", table)
     row = frame.agg(F.count("*").alias("rows"), F.sum("id").alias("id_sum"),
                     F.sum(F.length("payload")).alias("payload_bytes")).collect()[0]
     return {"rows": row["rows"], "id_sum": row["id_sum"], "payload_bytes": row["payload_bytes"]}
@@ -80,6 +81,23 @@ def whole_partition(spark, store: Metastore) -> dict:
     return {"rows": spark.sparkContext.parallelize([0], 1).mapPartitions(whole).collect()[0]}
 
 
+def whole_stripe(spark, store: Metastore) -> dict:
+    """The control of the Hive-shaped jobs: one task decoding the first stripe of hive_plain's base at once (what
+    reads and compactions did before they streamed inside stripes)."""
+    location = store.catalog.get_table("default", "hive_plain").location
+
+    def decode(_):
+        import glob
+
+        import pyarrow.orc as pa_orc
+
+        path = glob.glob(f"{location}/base_*/bucket_*")[0]
+        with open(path, "rb") as handle:
+            return [pa_orc.ORCFile(handle).read_stripe(0).num_rows]
+
+    return {"rows": spark.sparkContext.parallelize([0], 1).mapPartitions(decode).collect()[0]}
+
+
 def main() -> int:
     url, warehouse, cap, result_file = sys.argv[1:5]
     spark = build_session("capped-memory-tests", master="local[2]", conf={"spark.executor.pyspark.memory": cap})
@@ -88,7 +106,10 @@ def main() -> int:
             "minor": lambda: compact(spark, store, "minor", "minor"),
             "rebalance": lambda: compact(spark, store, "rebalance", "rebalance"),
             "read": lambda: read(spark, store), "write": lambda: write(spark, store),
-            "whole_partition": lambda: whole_partition(spark, store)}
+            "whole_partition": lambda: whole_partition(spark, store),
+            "hive_major": lambda: compact(spark, store, "hive_major", "major"),
+            "hive_read": lambda: read(spark, store, "hive_plain"),
+            "whole_stripe": lambda: whole_stripe(spark, store)}
     results = {}
     for name, job in jobs.items():
         try:

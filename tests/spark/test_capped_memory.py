@@ -9,7 +9,10 @@ MiB, of which a Python worker with pyarrow loaded takes about 0.4 GiB.
 - major, minor and rebalance compact it on local Spark with the same rows after (and the same ROW__IDs, for major
   and minor; the same write ids in four buckets for rebalance);
 - a Spark read scans it; a Spark insert writes as much through one task into one bucket file;
-- the control: one task that holds the whole partition (what compaction did before it streamed) dies of the cap.
+- the control: one task that holds the whole partition (what compaction did before it streamed) dies of the cap;
+- the same partition laid out as Hive's writer lays it out (ORC closes a stripe at 64 MiB of compressed streams: the
+  base is one stripe of 1M rows, about 1 GiB decoded, more than the cap): a major compaction in one task and a Spark
+  read stream inside that stripe and keep every row; the control, one task decoding that stripe at once, dies.
 All run in one Spark application (tests/spark/capped_jobs.py): a SparkContext's settings are fixed for its life.
 """
 
@@ -26,7 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from big_partition import build, digest  # noqa: E402
 
+from acid_core.fs import FileSystem  # noqa: E402
+
 from acid_core.metastore import Metastore  # noqa: E402
+from acid_core.orc_concat import stripe_row_counts  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 CAP = "768m"
@@ -44,24 +50,27 @@ def capped(tmp_path_factory):
     for name in ("major", "minor", "rebalance", "plain"):
         built = build(store, name, base_rows=1_000_000, deltas=4, delta_rows=450_000, payload_bytes=1000,
                       stripe_bytes=8 << 20)
-    before = digest(store, "plain")  # the four tables hold the same rows
+    for name in ("hive_major", "hive_plain"):
+        build(store, name, base_rows=1_000_000, deltas=4, delta_rows=450_000, payload_bytes=1000, layout="hive")
+    before = digest(store, "plain")  # the six tables hold the same rows
+    hive_base = str(next(Path(store.catalog.get_table("default", "hive_plain").location).glob("base_*/bucket_*")))
     store.close()
     result_file = root / "results.json"
     process = subprocess.run([sys.executable, str(JOBS), url, warehouse, CAP, str(result_file)],
                              cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=900)
     assert process.returncode == 0, process.stderr[-4000:]
-    return built, before, json.loads(result_file.read_text())
+    return built, before, json.loads(result_file.read_text()), hive_base
 
 
 def test_the_partition_is_several_times_the_cap(capped):
-    built, before, _ = capped
+    built, before, _, _ = capped
     assert before["payload_bytes"] > 3 * CAP_BYTES and built.decoded_bytes > 3 * CAP_BYTES
     assert before["rows"] == built.rows - built.deleted and before["buckets"] == [0]
 
 
 @pytest.mark.parametrize("kind", ["major", "minor"])
 def test_major_and_minor_keep_every_row_and_row_id_under_the_cap(capped, kind):
-    _, before, results = capped
+    _, before, results, _ = capped
     result = results[kind]
     assert result["ok"], result["error"]
     assert result["result"] == "compacted", result["message"]
@@ -69,7 +78,7 @@ def test_major_and_minor_keep_every_row_and_row_id_under_the_cap(capped, kind):
 
 
 def test_rebalance_keeps_every_row_and_write_id_under_the_cap(capped):
-    _, before, results = capped
+    _, before, results, _ = capped
     result = results["rebalance"]
     assert result["ok"], result["error"]
     assert result["result"] == "compacted" and "in 4 buckets" in result["message"], result["message"]
@@ -80,7 +89,7 @@ def test_rebalance_keeps_every_row_and_write_id_under_the_cap(capped):
 
 
 def test_a_spark_read_scans_it_under_the_cap(capped):
-    _, before, results = capped
+    _, before, results, _ = capped
     result = results["read"]
     assert result["ok"], result["error"]
     assert (result["rows"], result["id_sum"], result["payload_bytes"]) == (
@@ -88,7 +97,7 @@ def test_a_spark_read_scans_it_under_the_cap(capped):
 
 
 def test_a_spark_insert_writes_as_much_into_one_bucket_under_the_cap(capped):
-    _, _, results = capped
+    _, _, results, _ = capped
     result = results["write"]
     assert result["ok"], result["error"]
     rows = 2_600_000  # capped_jobs.WRITE_ROWS
@@ -102,3 +111,29 @@ def test_the_control_holding_the_whole_partition_dies_of_the_cap(capped):
     assert not result["ok"], "the whole partition fit in the cap: the other tests prove nothing"
     # MemoryError (decoding a stripe) or pyarrow's ArrowMemoryError (an allocation elsewhere): wherever it runs out
     assert "MemoryError" in result["error"], result["error"]
+
+
+def test_a_hive_shaped_stripe_decodes_to_more_than_the_cap(capped):
+    built, _, results, hive_base = capped
+    rows = stripe_row_counts(FileSystem(), hive_base)
+    assert rows[0] >= 1_000_000  # the whole base in its first stripe, as Hive's writer would leave it
+    assert rows[0] * built.decoded_bytes / (built.rows - built.deleted) > 1.2 * CAP_BYTES
+    control = results["whole_stripe"]
+    assert not control["ok"], "one decoded stripe fit in the cap: the Hive-shaped tests prove nothing"
+    assert "MemoryError" in control["error"] or "Cannot allocate memory" in control["error"], control["error"]
+
+
+def test_hive_shaped_major_compaction_streams_inside_the_stripe_under_the_cap(capped):
+    _, before, results, _ = capped
+    result = results["hive_major"]
+    assert result["ok"], result["error"]
+    assert result["result"] == "compacted", result["message"]
+    assert result["after"] == before
+
+
+def test_a_spark_read_of_hive_shaped_files_streams_inside_the_stripe_under_the_cap(capped):
+    _, before, results, _ = capped
+    result = results["hive_read"]
+    assert result["ok"], result["error"]
+    assert (result["rows"], result["id_sum"], result["payload_bytes"]) == (
+        before["rows"], before["id_sum"], before["payload_bytes"])
