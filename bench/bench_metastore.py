@@ -47,24 +47,21 @@ def _pairs(url: str, seconds: float, start_at: float, results) -> None:
 def _exact_statements(url: str) -> tuple[str, str]:
     """The SQL one open and one commit send, as literal text for pgbench (captured from the driver, rendered by
     psycopg2's mogrify; the commit's transaction id becomes pgbench's variable :TXN_ID, set by the open's \\gset)."""
-    from sqlalchemy import event
-
     store = Metastore(url, warehouse="/tmp/unused", pool_size=1)
-    sent: list[str] = []
+    sent: list[tuple[str, dict]] = []
     sentinel = 987_654_321_987
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        sent.append((statement, parameters, cursor))
-
-    event.listen(store.db._autocommit_engine, "before_cursor_execute", capture)
+    store.db.statement_observers.append(lambda statement, parameters: sent.append((statement, parameters)))
     txn = store.txns.open_txn()
     store.txns.commit(txn)
-    event.remove(store.db._autocommit_engine, "before_cursor_execute", capture)
+    store.db.statement_observers.clear()
     if len(sent) != 2:
         raise SystemExit(f"expected one statement per open and per commit, got {len(sent)}")
-    (open_sql, open_params, cursor), (commit_sql, commit_params, _) = sent
+    (open_sql, open_params), (commit_sql, commit_params) = sent
+    raw = store.db.engine.raw_connection()
+    cursor = raw.cursor()
     opening = cursor.mogrify(open_sql, open_params).decode()
     committing = cursor.mogrify(commit_sql, {**commit_params, "txn": sentinel}).decode()
+    raw.close()
     store.close()
     return opening, committing.replace(str(sentinel), ":TXN_ID")
 

@@ -18,16 +18,16 @@ from acid_core.metastore.txns import Operation
 
 # (statements, database transactions) per operation and database
 BUDGETS = {
-    "open": {"postgresql": (1, 1), "sqlite": (3, 1)},
-    "open naming a table": {"postgresql": (1, 1), "sqlite": (5, 1)},
-    "commit without writes": {"postgresql": (1, 1), "sqlite": (7, 1)},
-    "commit with an insert": {"postgresql": (12, 2), "sqlite": (12, 1)},
+    "open": {"postgresql": (1, 0), "sqlite": (3, 1)},
+    "open naming a table": {"postgresql": (1, 0), "sqlite": (5, 1)},
+    "commit without writes": {"postgresql": (1, 0), "sqlite": (7, 1)},
+    "commit with an insert": {"postgresql": (12, 1), "sqlite": (12, 1)},
     "commit of a TableWrite insert": {"postgresql": (11, 1), "sqlite": (12, 1)},
     "abort": {"postgresql": (4, 1), "sqlite": (5, 1)},
     "heartbeat": {"postgresql": (1, 1), "sqlite": (2, 1)},
     "snapshot of a named table": {"postgresql": (4, 1), "sqlite": (5, 1)},
     "snapshot without a transaction": {"postgresql": (3, 1), "sqlite": (4, 1)},
-    "lock": {"postgresql": (4, 1), "sqlite": (5, 1)},
+    "lock": {"postgresql": (2, 0), "sqlite": (5, 1)},
     "unlock": {"postgresql": (1, 1), "sqlite": (2, 1)},
 }
 
@@ -46,9 +46,11 @@ def counting(ms):
     for engine in engines:
         event.listen(engine, "before_cursor_execute", statement)
         event.listen(engine, "begin", begin)
+    ms.db.statement_observers.append(statement)  # the hot statements run on the driver's cursor
     try:
         yield found
     finally:
+        ms.db.statement_observers.remove(statement)
         for engine in engines:
             event.remove(engine, "before_cursor_execute", statement)
             event.remove(engine, "begin", begin)
@@ -92,3 +94,4 @@ def test_no_hot_operation_sends_more_statements_than_its_budget(ms, measured):
             if found[0] > BUDGETS[name][ms.db.dialect][0] or found[1] > BUDGETS[name][ms.db.dialect][1]}
     assert not over, f"(statements, transactions) found vs budget: {over}"
     assert set(measured) == set(BUDGETS)
+

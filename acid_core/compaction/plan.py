@@ -211,7 +211,7 @@ def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> l
     the rowId range between the previous stripe's last key and its own when both are of one (writeId, bucket), else
     read from its three key columns (a stripe at a time). A cut need not be a row's key: parts are key intervals.
     Files without an index (originals, some writers') count for no cut.
-    Memory: one stripe's keys; time: footers, plus the key columns of the big stripes that start a run.
+    Memory: a batch of keys; time: footers, plus the key columns of the big stripes that start a run.
     """
     files = []
     for source in sources:
@@ -242,16 +242,20 @@ def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> l
             if rows < 2 * step:
                 marks.append((end, rows))
                 continue
-            keys = event_file.read(KEY_FIELDS, stripe=stripe)
-            columns = [keys.column(name).to_numpy() for name in KEY_FIELDS]
-            cuts = list(range(step - 1, keys.num_rows, step))
-            if not cuts or cuts[-1] != keys.num_rows - 1:
-                cuts.append(keys.num_rows - 1)
-            previous = -1
-            for index in cuts:
-                marks.append(((int(columns[0][index]), int(columns[1][index]), int(columns[2][index])),
-                              index - previous))
-                previous = index
+            # the stripe's keys a batch at a time (a stripe written by Hive holds millions of rows): a cut every
+            # `step` rows and at the last row
+            previous, position, cut, last = -1, 0, step - 1, None
+            for batch in event_file.iter_batches(KEY_FIELDS, stripes=range(stripe, stripe + 1)):
+                columns = [batch.column(name).to_numpy() for name in KEY_FIELDS]
+                while cut < position + batch.num_rows:
+                    at = cut - position
+                    marks.append(((int(columns[0][at]), int(columns[1][at]), int(columns[2][at])), cut - previous))
+                    previous, cut = cut, cut + step
+                if batch.num_rows:
+                    last = (int(columns[0][-1]), int(columns[1][-1]), int(columns[2][-1]))
+                position += batch.num_rows
+            if last is not None and previous < position - 1:
+                marks.append((last, position - 1 - previous))
     marks.sort()
     total = sum(rows for _, rows in marks)
     bounds: list[Key] = []

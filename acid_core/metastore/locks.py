@@ -36,6 +36,24 @@ class LockType(str, enum.Enum):
 # (requested, already held or queued earlier) pairs that may coexist; everything else waits (Hive's lock matrix).
 _COMPATIBLE = {("r", "r"), ("r", "w"), ("r", "x"), ("w", "r"), ("w", "w"), ("x", "r")}
 
+# A lock request's columns as `lock` fills them, with their PostgreSQL types (for a VALUES list).
+_LOCK_ROW = (("HL_LOCK_INT_ID", "bigint"), ("HL_TXNID", "bigint"), ("HL_DB", "varchar"), ("HL_TABLE", "varchar"),
+             ("HL_PARTITION", "varchar"), ("HL_LOCK_STATE", "char(1)"), ("HL_LOCK_TYPE", "char(1)"),
+             ("HL_LAST_HEARTBEAT", "bigint"), ("HL_USER", "varchar"), ("HL_HOST", "varchar"),
+             ("HL_HEARTBEAT_COUNT", "integer"), ("HL_AGENT_INFO", "varchar"))
+
+# Grant every component of request %(id)s unless an earlier request (of another transaction, or of none) holds or
+# waits for an overlapping object in an incompatible mode: `overlaps` and `compatible` in SQL, one statement.
+_GRANT_IF_FREE = (
+    'UPDATE "HIVE_LOCKS" SET "HL_LOCK_STATE" = \'a\', "HL_ACQUIRED_AT" = %(now)s, "HL_BLOCKEDBY_EXT_ID" = NULL, '
+    '"HL_BLOCKEDBY_INT_ID" = NULL WHERE "HL_LOCK_EXT_ID" = %(id)s AND "HL_LOCK_STATE" = \'w\' AND NOT EXISTS ('
+    'SELECT 1 FROM "HIVE_LOCKS" m JOIN "HIVE_LOCKS" o ON o."HL_DB" = m."HL_DB" AND o."HL_LOCK_EXT_ID" < %(id)s '
+    'WHERE m."HL_LOCK_EXT_ID" = %(id)s AND NOT (m."HL_TXNID" <> 0 AND o."HL_TXNID" = m."HL_TXNID") '
+    'AND (o."HL_TABLE" IS NULL OR m."HL_TABLE" IS NULL OR (o."HL_TABLE" = m."HL_TABLE" AND ('
+    'o."HL_PARTITION" IS NULL OR m."HL_PARTITION" IS NULL OR o."HL_PARTITION" = m."HL_PARTITION"))) '
+    'AND (m."HL_LOCK_TYPE", o."HL_LOCK_TYPE") NOT IN ('
+    + ", ".join(f"('{a}', '{b}')" for a, b in sorted(_COMPATIBLE)) + ')) RETURNING 1')
+
 
 @dataclass(frozen=True, slots=True)
 class LockComponent:
@@ -123,6 +141,9 @@ class LockManager:
                  "HL_HEARTBEAT_COUNT": 0, "HL_AGENT_INFO": agent_info[:128] if agent_info else None}
                 for index, c in enumerate(components, start=1)]
 
+        if self.db.dialect == "postgresql":
+            return self._lock_postgres(components, rows, txn_id or 0, now)
+
         def request(conn: Connection) -> LockResponse:
             if txn_id:
                 self.txns.require_open(conn, txn_id, "lock for")
@@ -134,6 +155,42 @@ class LockManager:
             return self._check(conn, lock_id, serialized=True)
 
         return self.db.run("lock " + ", ".join(c.shown for c in components), request)
+
+    def _lock_postgres(self, components: Sequence[LockComponent], rows: list[dict], txn_id: int,
+                       now: int) -> LockResponse:
+        """`lock` on PostgreSQL in two autocommit statements, no row lock held across round trips: the request is
+        numbered and inserted in one (its NEXT_LOCK_ID update holds that row until the statement commits, so every
+        request with a lower number is committed before this one gets its number), then granted in one update if no
+        earlier request blocks it; a request left waiting records what blocks it (`check_lock`). Checks need no
+        mutex: a request looks only at lower numbers, all visible by then, and they can only be granted (which
+        changes no compatibility) or released. A request whose first answer is lost stays queued (or waiting) until
+        its transaction ends or, without one, its heartbeats stop, as in Hive."""
+        values: dict[str, object] = {"txn": txn_id}
+        tuples = []
+        for index, row in enumerate(rows):
+            values.update({f"{name}{index}": value for name, value in row.items()})
+            tuples.append("(" + ", ".join(f"CAST(%({name}{index})s AS {kind})" for name, kind in _LOCK_ROW) + ")")
+        names = ", ".join(f'"{name}"' for name, _ in _LOCK_ROW)
+        statement = (
+            'WITH t AS (UPDATE "TXNS" SET "TXN_STATE" = "TXN_STATE" WHERE "TXN_ID" = %(txn)s AND "TXN_STATE" = \'o\' '
+            'RETURNING 1), '
+            'n AS (UPDATE "NEXT_LOCK_ID" SET "NL_NEXT" = "NL_NEXT" + 1 WHERE %(txn)s = 0 OR EXISTS (SELECT 1 FROM t) '
+            'RETURNING "NL_NEXT" - 1 AS id), '
+            f'i AS (INSERT INTO "HIVE_LOCKS" ("HL_LOCK_EXT_ID", {names}) SELECT n.id, v.* FROM n, '
+            f'(VALUES {", ".join(tuples)}) AS v({names})) '
+            'SELECT id FROM n')
+        operation = "lock " + ", ".join(c.shown for c in components)
+        lock_id = self.db.run(operation, lambda conn: next((row[0] for row in self.db.driver_rows(
+            conn, statement, values)), None), single_statement=True)
+        if lock_id is None:  # the transaction is not open
+            def refuse(conn: Connection):
+                raise self.txns._state_error(conn, txn_id, "lock for")
+            self.db.run(operation, refuse, write=False)
+        granted = self.db.run(f"check lock {lock_id}", lambda conn: self.db.driver_rows(
+            conn, _GRANT_IF_FREE, {"id": lock_id, "now": now}), single_statement=True, idempotent=True)
+        if granted:
+            return LockResponse(lock_id, LOCK_ACQUIRED)
+        return self.check_lock(lock_id)  # waiting: record the earliest request that blocks it
 
     def check_lock(self, lock_id: int) -> LockResponse:
         """Grant a waiting request if nothing earlier blocks it."""

@@ -59,7 +59,7 @@ _UPDATE_DELETE = (Operation.UPDATE.value, Operation.DELETE.value)
 
 # Commit of an open transaction that wrote nothing, in one atomic statement (PostgreSQL); 0 rows means "take the
 # general path" (it has components, or it is not open).
-# A plain string run with exec_driver_sql: no SQL compilation on the hot path.
+# A plain string run on the driver's cursor (Database.driver_rows): no SQL compilation on the hot path.
 _COMMIT_WITHOUT_WRITES = (
     'WITH t AS (DELETE FROM "TXNS" WHERE "TXN_ID" = %(txn)s AND "TXN_STATE" = \'o\' '
     'AND NOT EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = %(txn)s) RETURNING "TXN_ID"), '
@@ -187,13 +187,13 @@ class TxnStore:
                          '"MH_WRITEID") SELECT t."TXN_ID", v.d, v.t, COALESCE((SELECT "NWI_NEXT" FROM '
                          '"NEXT_WRITE_ID" WHERE "NWI_DATABASE" = v.d AND "NWI_TABLE" = v.t), 1) '
                          f'FROM t, (VALUES {pairs}) AS v(d, t))')
-            return sorted(conn.exec_driver_sql((  # a plain string: no SQL compilation on the hot path
+            return sorted(row[0] for row in self.db.driver_rows(conn, (  # a plain string, the driver's cursor
                 'WITH n AS (UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + %(count)s RETURNING "NTXN_NEXT"), '
                 't AS (INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", '
                 '"TXN_HOST", "TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE", "TXN_META_INFO") '
                 "SELECT g, 'o', %(now)s, %(now)s, %(user)s, %(host)s, %(agent)s, 0, %(type)s, %(token)s "
                 'FROM n, generate_series(n."NTXN_NEXT" - %(count)s, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID")'
-                + named + ' SELECT "TXN_ID" FROM t'), values).scalars().all())
+                + named + ' SELECT "TXN_ID" FROM t'), values))
         following = conn.execute(s.next_txn_id.update().values(NTXN_NEXT=s.next_txn_id.c.NTXN_NEXT + count)
                                  .returning(s.next_txn_id.c.NTXN_NEXT)).scalar_one()
         ids = list(range(following - count, following))
@@ -250,8 +250,8 @@ class TxnStore:
                 s.txns.c.TXN_ID == txn_id)).first() else result
 
         if self.db.dialect == "postgresql" and not wrote and self.db.run(
-                f"commit transaction {txn_id}", lambda conn: conn.exec_driver_sql(
-                    _COMMIT_WITHOUT_WRITES, {"txn": txn_id}).scalar_one(), single_statement=True, done_check=gone(1)):
+                f"commit transaction {txn_id}", lambda conn: self.db.driver_rows(
+                    conn, _COMMIT_WITHOUT_WRITES, {"txn": txn_id})[0][0], single_statement=True, done_check=gone(1)):
             return  # nothing written: one round trip
         conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: self._commit(conn, txn_id),
                                done_check=gone(None))
