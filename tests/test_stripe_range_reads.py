@@ -187,3 +187,33 @@ def test_key_fields_of_a_stripe_view_keep_their_order(base):
     event_file = EventFile(FileSystem(), str(base))
     batches = list(event_file.iter_batches(list(KEY_FIELDS), stripes=range(1, 3)))
     assert [f.name for f in batches[0].schema] == list(KEY_FIELDS)
+
+
+def test_a_split_cuts_at_a_stripe_end_when_that_costs_less_than_decoding_in_vain(tmp_path):
+    """Stripes of 182,706 x 3 and 51,882 rows cut in 2, 3 and 4 parts: each cut stays at its even place unless the
+    end of its stripe is nearer than DECODE_SHARE of the rows a part starting there would decode in vain (cut in 4,
+    the first cut, 150,000 rows into the first stripe, moves 32,706 rows on to the stripe's end); both happen here."""
+    from acid_core.compaction.plan import DECODE_SHARE, split_keys
+    from acid_core.read_plan import InsertSource
+
+    path = tmp_path / base_dir_name(1) / bucket_file_name(0)
+    _write(str(path), INSERT_OPERATION, 1, np.arange(600_000, dtype=np.int64), stripe_rows=150_000)
+    spans = _stripe_spans(str(path))
+    ends = EventFile(FileSystem(), str(path)).key_index()
+    source = InsertSource(str(path), check_validity=False)
+    seen = set()
+    for parts in (2, 3, 4):
+        bounds = split_keys(FileSystem(), [source], parts)
+        assert len(bounds) == parts - 1
+        for k, bound in enumerate(bounds, start=1):
+            target = 600_000 * k / parts
+            starts = [first for first, _ in spans]
+            stripe = max(i for i, first in enumerate(starts) if first < target)
+            reached_end = spans[stripe][0] + spans[stripe][1]
+            snapped = reached_end - target < DECODE_SHARE * (target - spans[stripe][0])
+            seen.add(snapped)
+            if snapped:
+                assert bound == ends[stripe], (parts, k, bound)
+            else:
+                assert bound[2] - target == pytest.approx(0, abs=600_000 / (parts * 32) + 1), (parts, k, bound)
+    assert seen == {True, False}

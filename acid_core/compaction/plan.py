@@ -20,6 +20,7 @@ bucket k and a new rowId, and every file stays in key order.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -203,13 +204,19 @@ def rebalance_works(fs: FileSystem, read: ReadPlan, number_of_buckets: int | Non
                  for k in range(len(edges) - 1))
 
 
+DECODE_SHARE = 0.3  # of a compaction's time per row, the decoding (README: ORC encoding ~60%, decoding ~27%)
+
+
 def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> list[Key]:
     """Up to parts-1 increasing keys that cut the sources' rows into about equal parts.
 
     Cut points come from each stripe's last key (`hive.acid.key.index`); a stripe bigger than a sixteenth of a part
     also gives keys from inside it, so parts stay within about a sixteenth of a part of each other: interpolated in
     the rowId range between the previous stripe's last key and its own when both are of one (writeId, bucket), else
-    read from its three key columns (a stripe at a time). A cut need not be a row's key: parts are key intervals.
+    read from its three key columns (a batch at a time). A cut need not be a row's key: parts are key intervals.
+    A cut moves to the end of its stripe when the parts it makes uneven cost less than what a part starting inside
+    the stripe decodes in vain (about DECODE_SHARE of a row's work for each row before its first key): with Hive's
+    stripes of ~10M rows this decides the split's balance.
     Files without an index (originals, some writers') count for no cut.
     Memory: a batch of keys; time: footers, plus the key columns of the big stripes that start a run.
     """
@@ -257,11 +264,21 @@ def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> l
             if last is not None and previous < position - 1:
                 marks.append((last, position - 1 - previous))
     marks.sort()
-    total = sum(rows for _, rows in marks)
+    reached = list(itertools.accumulate(rows for _, rows in marks))  # rows up to and including each mark
+    total = reached[-1]
+    stripe_ends = {end for _, event_file in files for end in event_file.key_index()}
+    free = [i for i, (key, _) in enumerate(marks[:-1]) if key in stripe_ends]
     bounds: list[Key] = []
-    seen = 0
-    for key, rows in marks[:-1]:
-        seen += rows
-        if len(bounds) < parts - 1 and seen * parts >= total * (len(bounds) + 1) and (not bounds or key > bounds[-1]):
-            bounds.append(key)
+    for k in range(1, parts):
+        target = total * k / parts
+        chosen = next(i for i, rows in enumerate(reached) if rows >= target)
+        # A part that starts inside a stripe decodes the stripe from its start and drops the rows before its first
+        # key (pyarrow cannot seek to a row inside a stripe): cut at the next stripe end instead when that makes the
+        # parts less uneven than the decoding would cost.
+        before = max((reached[i] for i in free if reached[i] < target), default=0)
+        after = next((i for i in free if reached[i] >= target), None)
+        if after is not None and reached[after] - target < DECODE_SHARE * (target - before):
+            chosen = after
+        if chosen < len(marks) - 1 and (not bounds or marks[chosen][0] > bounds[-1]):
+            bounds.append(marks[chosen][0])
     return bounds
