@@ -17,8 +17,6 @@ Memory: the tail; time: one footer re-encoding per view.
 
 from __future__ import annotations
 
-import io
-
 from acid_core.errors import CorruptFileError
 from acid_core.orc_concat import (_F_METADATA, _F_ROWS, _F_STATISTICS, _F_STRIPES, _PS_FOOTER_LENGTH,
                                   _PS_METADATA_LENGTH, _SI_ROWS, _field, _header_length, _payload, _uint, read_tail)
@@ -27,15 +25,18 @@ from acid_core.orc_tail import _compress, _fields, _varint
 _PS_STRIPE_STATISTICS_LENGTH = 7
 
 
-class StripeRangeFile(io.RawIOBase):
-    """The ORC file open as `handle` (a random-access pyarrow file) seen as holding only stripes `first`..`stop - 1`.
+_SEEK_SET, _SEEK_CUR, _SEEK_END = 0, 1, 2
+
+
+class StripeRangeFile:
+    """The ORC file open as `handle` (a random-access pyarrow file) seen as holding only stripes `first`..`stop - 1`:
+    a read-only file object (read, seek, tell) for pyarrow to wrap; `handle` stays the caller's to close.
 
     Raises:
         CorruptFileError: not an ORC file this code understands, or the range is not within its stripes.
     """
 
     def __init__(self, handle, path: str, first: int, stop: int) -> None:
-        super().__init__()
         part = read_tail(handle, path)
         stripes = part.values(_F_STRIPES)
         if not 0 <= first < stop <= len(stripes):
@@ -70,6 +71,10 @@ class StripeRangeFile(io.RawIOBase):
         self._tail = packed + encoded + bytes((len(encoded),))
         self._size = self._content_end + len(self._tail)
         self._position = 0
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def readable(self) -> bool:
         return True
@@ -83,8 +88,8 @@ class StripeRangeFile(io.RawIOBase):
     def tell(self) -> int:
         return self._position
 
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+    def seek(self, offset: int, whence: int = _SEEK_SET) -> int:
+        base = {_SEEK_SET: 0, _SEEK_CUR: self._position, _SEEK_END: self._size}[whence]
         self._position = max(0, base + offset)
         return self._position
 

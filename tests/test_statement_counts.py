@@ -27,7 +27,7 @@ BUDGETS = {
     "heartbeat": {"postgresql": (1, 1), "sqlite": (2, 1)},
     "snapshot of a named table": {"postgresql": (4, 1), "sqlite": (5, 1)},
     "snapshot without a transaction": {"postgresql": (3, 1), "sqlite": (4, 1)},
-    "lock": {"postgresql": (2, 0), "sqlite": (5, 1)},
+    "lock": {"postgresql": (2, 1), "sqlite": (5, 1)},
     "unlock": {"postgresql": (1, 1), "sqlite": (2, 1)},
 }
 

@@ -158,13 +158,12 @@ class LockManager:
 
     def _lock_postgres(self, components: Sequence[LockComponent], rows: list[dict], txn_id: int,
                        now: int) -> LockResponse:
-        """`lock` on PostgreSQL in two autocommit statements, no row lock held across round trips: the request is
-        numbered and inserted in one (its NEXT_LOCK_ID update holds that row until the statement commits, so every
-        request with a lower number is committed before this one gets its number), then granted in one update if no
+        """`lock` on PostgreSQL in two statements: the request is numbered and inserted in one (its NEXT_LOCK_ID
+        update holds that row until the statement's transaction commits, one round trip later, so every request with
+        a lower number is committed before this one gets its number), then granted in one autocommit update if no
         earlier request blocks it; a request left waiting records what blocks it (`check_lock`). Checks need no
         mutex: a request looks only at lower numbers, all visible by then, and they can only be granted (which
-        changes no compatibility) or released. A request whose first answer is lost stays queued (or waiting) until
-        its transaction ends or, without one, its heartbeats stop, as in Hive."""
+        changes no compatibility) or released."""
         values: dict[str, object] = {"txn": txn_id}
         tuples = []
         for index, row in enumerate(rows):
@@ -180,8 +179,10 @@ class LockManager:
             f'(VALUES {", ".join(tuples)}) AS v({names})) '
             'SELECT id FROM n')
         operation = "lock " + ", ".join(c.shown for c in components)
+        # In a database transaction, not autocommit: a connection lost before the commit rolls the request back and
+        # it is sent again (a request lost in autocommit would stay queued, its outcome unknown to the caller).
         lock_id = self.db.run(operation, lambda conn: next((row[0] for row in self.db.driver_rows(
-            conn, statement, values)), None), single_statement=True)
+            conn, statement, values)), None))
         if lock_id is None:  # the transaction is not open
             def refuse(conn: Connection):
                 raise self.txns._state_error(conn, txn_id, "lock for")
