@@ -25,6 +25,7 @@ from spark_jobs.compact import SPLIT_ROWS, SparkRunner  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 
 WRITE_ROWS = 2_600_000
+MEMORY_SIGNS = r"MemoryError|Cannot allocate memory|bad_alloc|Python worker exited unexpectedly|crashed"
 PAYLOAD = 1000
 
 
@@ -117,7 +118,10 @@ def main() -> int:
         except Exception as exc:  # reported to the test, which decides
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
             raised = [line for line in lines if re.match(r"[A-Za-z_.]*(Error|Exception)\b", line)]
-            results[name] = {"ok": False, "error": " | ".join(raised[-3:] or lines[-1:] or [repr(exc)])[:2000]}
+            # out of memory shows as a MemoryError, or, where native code's allocation fails, as the worker crashing
+            memory = [line for line in lines if re.search(MEMORY_SIGNS, line)]
+            results[name] = {"ok": False,
+                             "error": " | ".join(memory[:2] + raised[-3:] or lines[-1:] or [repr(exc)])[:2000]}
     Path(result_file).write_text(json.dumps(results))
     store.close()
     spark.stop()

@@ -19,6 +19,7 @@ All run in one Spark application (tests/spark/capped_jobs.py): a SparkContext's 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from big_partition import build, digest  # noqa: E402
+from capped_jobs import MEMORY_SIGNS  # noqa: E402
 
 from acid_core.fs import FileSystem  # noqa: E402
 
@@ -109,8 +111,9 @@ def test_a_spark_insert_writes_as_much_into_one_bucket_under_the_cap(capped):
 def test_the_control_holding_the_whole_partition_dies_of_the_cap(capped):
     result = capped[2]["whole_partition"]
     assert not result["ok"], "the whole partition fit in the cap: the other tests prove nothing"
-    # MemoryError (decoding a stripe) or pyarrow's ArrowMemoryError (an allocation elsewhere): wherever it runs out
-    assert "MemoryError" in result["error"], result["error"]
+    # MemoryError (decoding a stripe), pyarrow's ArrowMemoryError (an allocation elsewhere), or the worker crashing
+    # when an allocation inside native code fails: wherever it runs out
+    assert re.search(MEMORY_SIGNS, result["error"]), result["error"]
 
 
 def test_a_hive_shaped_stripe_decodes_to_more_than_the_cap(capped):
@@ -120,7 +123,7 @@ def test_a_hive_shaped_stripe_decodes_to_more_than_the_cap(capped):
     assert rows[0] * built.decoded_bytes / (built.rows - built.deleted) > 1.2 * CAP_BYTES
     control = results["whole_stripe"]
     assert not control["ok"], "one decoded stripe fit in the cap: the Hive-shaped tests prove nothing"
-    assert "MemoryError" in control["error"] or "Cannot allocate memory" in control["error"], control["error"]
+    assert re.search(MEMORY_SIGNS, control["error"]), control["error"]
 
 
 def test_hive_shaped_major_compaction_streams_inside_the_stripe_under_the_cap(capped):
