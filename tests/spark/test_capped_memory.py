@@ -70,7 +70,7 @@ def test_the_partition_is_several_times_the_cap(capped):
     assert before["rows"] == built.rows - built.deleted and before["buckets"] == [0]
 
 
-@pytest.mark.parametrize("kind", ["major", "minor"])
+@pytest.mark.parametrize("kind", ["major", "minor", "hive_major"])  # hive_major: streams inside a Hive stripe
 def test_major_and_minor_keep_every_row_and_row_id_under_the_cap(capped, kind):
     _, before, results, _ = capped
     result = results[kind]
@@ -90,9 +90,10 @@ def test_rebalance_keeps_every_row_and_write_id_under_the_cap(capped):
         k: before[k] for k in ("rows", "id_sum", "payload_bytes", "by_write_id")}
 
 
-def test_a_spark_read_scans_it_under_the_cap(capped):
+@pytest.mark.parametrize("job", ["read", "hive_read"])  # hive_read: streams inside a Hive stripe
+def test_a_spark_read_scans_it_under_the_cap(capped, job):
     _, before, results, _ = capped
-    result = results["read"]
+    result = results[job]
     assert result["ok"], result["error"]
     assert (result["rows"], result["id_sum"], result["payload_bytes"]) == (
         before["rows"], before["id_sum"], before["payload_bytes"])
@@ -124,19 +125,3 @@ def test_a_hive_shaped_stripe_decodes_to_more_than_the_cap(capped):
     control = results["whole_stripe"]
     assert not control["ok"], "one decoded stripe fit in the cap: the Hive-shaped tests prove nothing"
     assert re.search(MEMORY_SIGNS, control["error"]), control["error"]
-
-
-def test_hive_shaped_major_compaction_streams_inside_the_stripe_under_the_cap(capped):
-    _, before, results, _ = capped
-    result = results["hive_major"]
-    assert result["ok"], result["error"]
-    assert result["result"] == "compacted", result["message"]
-    assert result["after"] == before
-
-
-def test_a_spark_read_of_hive_shaped_files_streams_inside_the_stripe_under_the_cap(capped):
-    _, before, results, _ = capped
-    result = results["hive_read"]
-    assert result["ok"], result["error"]
-    assert (result["rows"], result["id_sum"], result["payload_bytes"]) == (
-        before["rows"], before["id_sum"], before["payload_bytes"])
