@@ -17,16 +17,16 @@ import argparse
 import ctypes
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 
+from acid_cli.output import report_error, write_jsonl, write_table
 from acid_core.errors import AcidError, UsageError
-from acid_core.metastore.engine import redact
 from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_batches
+from acid_core.metastore.engine import redact
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
-from acid_cli.output import report_error, write_jsonl, write_table
 
 
 def _parser() -> argparse.ArgumentParser:

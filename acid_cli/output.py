@@ -7,7 +7,8 @@ import datetime
 import decimal
 import json
 import sys
-from typing import Any, Iterable, Sequence, TextIO
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
 
 from acid_core.errors import AcidError, exit_status
 

@@ -13,8 +13,8 @@ check; the threshold rules read only the gauges.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 import sqlalchemy as sa
 

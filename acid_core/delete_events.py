@@ -11,8 +11,8 @@ Keys compare as Hive's RecordIdentifier: originalWriteId, then the packed bucket
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,7 @@ class KeyArrays:
     def __len__(self) -> int:
         return len(self.owid)
 
-    def take(self, mask_or_index) -> "KeyArrays":
+    def take(self, mask_or_index) -> KeyArrays:
         return KeyArrays(self.owid[mask_or_index], self.bucket[mask_or_index], self.rowid[mask_or_index])
 
     def below(self, key: Key) -> np.ndarray:
@@ -63,7 +63,7 @@ class KeyArrays:
         ascending = (o[:-1] < o[1:]) | ((o[:-1] == o[1:]) & ((b[:-1] < b[1:]) | ((b[:-1] == b[1:]) & (r[:-1] <= r[1:]))))
         return bool(ascending.all())
 
-    def slice(self, start: int | None, stop: int | None) -> "KeyArrays":
+    def slice(self, start: int | None, stop: int | None) -> KeyArrays:
         """Rows start..stop as views (no copy)."""
         return KeyArrays(self.owid[start:stop], self.bucket[start:stop], self.rowid[start:stop])
 
@@ -86,7 +86,7 @@ class KeyArrays:
         return int(self.owid[-1]), int(self.bucket[-1]), int(self.rowid[-1])
 
     @staticmethod
-    def concat(parts: list["KeyArrays"]) -> "KeyArrays":
+    def concat(parts: list[KeyArrays]) -> KeyArrays:
         if not parts:
             return KeyArrays(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int64))
         return KeyArrays(np.concatenate([p.owid for p in parts]), np.concatenate([p.bucket for p in parts]),

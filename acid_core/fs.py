@@ -17,9 +17,10 @@ import tempfile
 import threading
 import urllib.parse
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -142,7 +143,7 @@ _s3_filesystems: dict[tuple, pafs.S3FileSystem] = {}
 _s3_lock = threading.Lock()
 
 
-def _s3_filesystem(location: str) -> "FileSystem | None":
+def _s3_filesystem(location: str) -> FileSystem | None:
     """An `s3://` or `s3a://` location as (filesystem, `bucket/key`), when the region is configured (AWS_REGION or
     AWS_DEFAULT_REGION): one S3FileSystem per process and configuration, so resolving a location costs no request
     (pyarrow's `from_uri` asks S3 for the bucket's region every time). The endpoint comes from AWS_ENDPOINT_URL_S3 or
@@ -174,7 +175,7 @@ class FileSystem:
         self._uri_prefix = uri_prefix
 
     @classmethod
-    def resolve(cls, location: str) -> tuple["FileSystem", str]:
+    def resolve(cls, location: str) -> tuple[FileSystem, str]:
         """A filesystem and a path for a local path or a URI (`file://`, `hdfs://`, `s3://`, ...).
 
         Raises:
@@ -408,7 +409,7 @@ class LocalScratch:
 
 
 @contextlib.contextmanager
-def local_scratch(fs: "FileSystem", destination: str) -> Iterator[LocalScratch]:
+def local_scratch(fs: FileSystem, destination: str) -> Iterator[LocalScratch]:
     """A scratch file for `destination`: a hidden file beside it on a local filesystem (so putting it in place is a
     rename), else a local temporary file that is copied up. Removed if not put in place."""
     if isinstance(fs.arrow, pafs.LocalFileSystem):
@@ -425,7 +426,7 @@ def local_scratch(fs: "FileSystem", destination: str) -> Iterator[LocalScratch]:
             os.remove(path)
 
 
-def put_scratch(fs: "FileSystem", scratch: LocalScratch, destination: str) -> None:
+def put_scratch(fs: FileSystem, scratch: LocalScratch, destination: str) -> None:
     """Move a finished scratch file to `destination` (which must not exist).
 
     Raises:

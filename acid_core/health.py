@@ -19,19 +19,28 @@ from dataclasses import dataclass, field, replace
 import sqlalchemy as sa
 
 from acid_core.compaction.candidates import BUDGET_DEFERRED
-from acid_core.compaction.initiator import (DELTA_NUM_THRESHOLD, DELTA_PCT_THRESHOLD, FAILED_RETRY_TIME_MS,
-                                            FAILED_THRESHOLD, WHY_BELOW_THRESHOLD, WHY_BUDGET_SPENT, WHY_ERROR,
-                                            WHY_FAILED_THRESHOLD, WHY_NO_AUTO_COMPACTION, base_and_delta_sizes,
-                                            decide_compaction_type, table_threshold)
+from acid_core.compaction.initiator import (
+    DELTA_NUM_THRESHOLD,
+    DELTA_PCT_THRESHOLD,
+    FAILED_RETRY_TIME_MS,
+    FAILED_THRESHOLD,
+    WHY_BELOW_THRESHOLD,
+    WHY_BUDGET_SPENT,
+    WHY_ERROR,
+    WHY_FAILED_THRESHOLD,
+    WHY_NO_AUTO_COMPACTION,
+    base_and_delta_sizes,
+    decide_compaction_type,
+    table_threshold,
+)
 from acid_core.compaction.pools import DEFAULT_POOL
-from acid_core.metastore.locks import LOCK_WAITING
 from acid_core.errors import AcidError, UsageError
 from acid_core.locations import data_location
-from acid_core.metastore import Metastore
-from acid_core.metastore import holds
+from acid_core.metastore import Metastore, holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.locks import LOCK_WAITING
 from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY
 from acid_core.metastore.txns import TXN_OPEN, full_table_name
 from acid_core.state import get_acid_state

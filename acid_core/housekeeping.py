@@ -17,8 +17,7 @@ from acid_core.compaction.plan import is_output_of_attempt
 from acid_core.errors import AcidError, NoSuchTxnError, TxnStateError, UsageError
 from acid_core.fs import ensure_inside
 from acid_core.locations import data_location
-from acid_core.metastore import Metastore
-from acid_core.metastore import holds
+from acid_core.metastore import Metastore, holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.compactions import CompactionInfo, CompactionState, HistoryRetention
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, fold_completed_components

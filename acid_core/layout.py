@@ -8,8 +8,8 @@ Java's Long.parseLong does, so padding width does not matter when reading.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from acid_core.errors import InvalidNameError
 

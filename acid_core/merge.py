@@ -9,20 +9,32 @@ Delete events are held in a `DeleteRegistry` when they fit under `max_delete_eve
 from __future__ import annotations
 
 import dataclasses
-
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from acid_core.delete_events import (DeleteCursor, DeleteRegistry, Key, KeyArrays, read_delete_keys,
-                                     valid_write_id_mask, without_deleted)
+from acid_core.delete_events import (
+    DeleteCursor,
+    DeleteRegistry,
+    Key,
+    KeyArrays,
+    read_delete_keys,
+    valid_write_id_mask,
+    without_deleted,
+)
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError, UsageError
 from acid_core.fs import FileSystem, concurrently
-from acid_core.read_plan import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, InsertSource, ReadPlan, delete_event_count,
-                                 plan_read, read_units, source_lower_bound)
-from acid_core.orc_events import (BATCH_ROWS, CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW,
-                                  EventFile)
+from acid_core.orc_events import BATCH_ROWS, CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW, EventFile
+from acid_core.read_plan import (
+    DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY,
+    InsertSource,
+    ReadPlan,
+    delete_event_count,
+    plan_read,
+    read_units,
+    source_lower_bound,
+)
 from acid_core.sorted_merge import merge_sorted
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidTxnList, ValidWriteIdList
@@ -286,7 +298,7 @@ def conform_columns(table: pa.Table, names: Sequence[str], source: str) -> pa.Ta
 PARALLEL_UNIT_BYTES = 1 << 20  # on a local disk, units of files at least this big are read on threads
 
 
-def _read_units(fs: FileSystem, plan: ReadPlan, reader: "SnapshotReader", units: list, threads: int) -> list:
+def _read_units(fs: FileSystem, plan: ReadPlan, reader: SnapshotReader, units: list, threads: int) -> list:
     """Every unit read, in order, on up to `threads` threads of the process's I/O pool. On a remote filesystem each
     unit is a task; on a local disk each big unit (a stripe of a multi-stripe file, a file of PARALLEL_UNIT_BYTES or
     more) is one and all the small ones together are one more, read in turn: a small delta's read is a fraction of

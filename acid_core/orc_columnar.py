@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,9 +20,23 @@ import pyarrow.orc as pa_orc
 from acid_core.delete_events import KeyArrays
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem, local_scratch, put_scratch
-from acid_core.orc_events import (ACID_VERSION, CURRENT_WRITE_ID, EVENT_FIELDS, KEY_FIELDS, KEY_INDEX_KEY, OPERATION,
-                                  ORIGINAL_WRITE_ID, ROW, STATS_KEY, VERSION_KEY, AcidStats, BUCKET, ROW_ID,
-                                  Column, EventFileWriter)
+from acid_core.orc_events import (
+    ACID_VERSION,
+    BUCKET,
+    CURRENT_WRITE_ID,
+    EVENT_FIELDS,
+    KEY_FIELDS,
+    KEY_INDEX_KEY,
+    OPERATION,
+    ORIGINAL_WRITE_ID,
+    ROW,
+    ROW_ID,
+    STATS_KEY,
+    VERSION_KEY,
+    AcidStats,
+    Column,
+    EventFileWriter,
+)
 from acid_core.orc_tail import parse_postscript, with_user_metadata
 from acid_core.types import parse_type
 
@@ -294,7 +308,7 @@ class EventStreamWriter:
                 pass
         self._exit.close()
 
-    def __enter__(self) -> "EventStreamWriter":
+    def __enter__(self) -> EventStreamWriter:
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> None:
@@ -315,8 +329,7 @@ def _add_acid_metadata(scratch, stats: AcidStats, destination: str, *,
             if key_observer is not None:
                 key_observer(keys)
             last = keys.num_rows - 1
-            key_index.append("%d,%d,%d;" % (keys.column(0)[last].as_py(), keys.column(1)[last].as_py(),
-                                            keys.column(2)[last].as_py()))
+            key_index.append("{},{},{};".format(*(keys.column(i)[last].as_py() for i in range(3))))
     ps_length = scratch.read_tail(1)[0]
     footer_length = _footer_length(scratch.read_tail(ps_length + 1))
     tail = scratch.read_tail(footer_length + ps_length + 1)

@@ -14,13 +14,20 @@ Memory: a copy buffer and the tails; time: one pass over the bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from acid_core.errors import CorruptFileError, SchemaMismatchError
 from acid_core.fs import FileSystem
-from acid_core.orc_tail import (_compress, _decompress, _fields, _length_delimited, _read_varint, _varint,
-                                parse_postscript)
+from acid_core.orc_tail import (
+    _compress,
+    _decompress,
+    _fields,
+    _length_delimited,
+    _read_varint,
+    _varint,
+    parse_postscript,
+)
 
 _HEADER = b"ORC"
 _COPY_CHUNK = 8 << 20

@@ -8,8 +8,8 @@ reading goes through pyarrow's columnar ORC reader. Every row of an event file i
 from __future__ import annotations
 
 import struct as _struct
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as pa_ds
@@ -92,7 +92,7 @@ class AcidStats:
         return f"{self.inserts},{self.updates},{self.deletes}".encode()
 
     @classmethod
-    def parse(cls, text: str, path: str) -> "AcidStats":
+    def parse(cls, text: str, path: str) -> AcidStats:
         try:
             inserts, updates, deletes = (int(part) for part in text.split(","))
         except ValueError:
@@ -149,7 +149,7 @@ class EventFileWriter:
         """End the current stripe and write an intermediate footer; returns the length a reader may use
         (what a streaming writer records in the `_flush_length` side file)."""
         if self._in_stripe:
-            self._key_index.append("%d,%d,%d;" % self._last_key)
+            self._key_index.append("{},{},{};".format(*self._last_key))
             self._in_stripe = 0
         return self._writer.write_intermediate_footer()
 
@@ -160,7 +160,7 @@ class EventFileWriter:
     def close(self) -> AcidStats:
         """Finish the last stripe, store Hive's user metadata and close the ORC file."""
         if self._in_stripe:
-            self._key_index.append("%d,%d,%d;" % self._last_key)
+            self._key_index.append("{},{},{};".format(*self._last_key))
         self._writer.set_user_metadata(**{
             KEY_INDEX_KEY: "".join(self._key_index).encode(),
             STATS_KEY: self.stats.serialize(),

@@ -18,8 +18,20 @@ Memory: the tail; time: one footer re-encoding per view.
 from __future__ import annotations
 
 from acid_core.errors import CorruptFileError
-from acid_core.orc_concat import (_F_METADATA, _F_ROWS, _F_STATISTICS, _F_STRIPES, _PS_FOOTER_LENGTH,
-                                  _PS_METADATA_LENGTH, _SI_ROWS, _field, _header_length, _payload, _uint, read_tail)
+from acid_core.orc_concat import (
+    _F_METADATA,
+    _F_ROWS,
+    _F_STATISTICS,
+    _F_STRIPES,
+    _PS_FOOTER_LENGTH,
+    _PS_METADATA_LENGTH,
+    _SI_ROWS,
+    _field,
+    _header_length,
+    _payload,
+    _uint,
+    read_tail,
+)
 from acid_core.orc_tail import _compress, _fields, _varint
 
 _PS_STRIPE_STATISTICS_LENGTH = 7

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Iterable, Mapping
 
 from acid_core.errors import UsageError
 from acid_core.layout import DEFAULT_PARTITION_NAME

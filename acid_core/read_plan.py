@@ -9,16 +9,20 @@ Cost: one footer per file at most; no data is read here. `acid_core.merge` reads
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
-
-from acid_core.delete_events import (Key)
+from acid_core.delete_events import Key
 from acid_core.fs import FileSystem, concurrently
-from acid_core.layout import (ParsedDelta, is_hidden, parse_bucket_file, parse_directory, parse_original_file,
-                              side_file_name)
-from acid_core.orc_events import (EventFile,
-                                  side_file_length)
+from acid_core.layout import (
+    ParsedDelta,
+    is_hidden,
+    parse_bucket_file,
+    parse_directory,
+    parse_original_file,
+    side_file_name,
+)
+from acid_core.orc_events import EventFile, side_file_length
 from acid_core.rowid import encode_bucket
 from acid_core.state import DirectoryState
 from acid_core.validity import ValidWriteIdList

@@ -41,9 +41,9 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from acid_core.errors import AcidError
 

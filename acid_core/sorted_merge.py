@@ -12,7 +12,7 @@ round's output; time: linear in rows, plus a sort of the rounds in which inputs 
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa

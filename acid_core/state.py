@@ -15,7 +15,7 @@ from functools import partial
 
 from acid_core.errors import DirectoryVanishedError, FileSystemError, LayoutError, NotEnoughHistoryError
 from acid_core.fs import FileEntry, FileSystem, concurrently
-from acid_core.layout import (ParsedBase, ParsedDelta, METADATA_FILE, is_hidden, parse_directory)
+from acid_core.layout import METADATA_FILE, ParsedBase, ParsedDelta, is_hidden, parse_directory
 from acid_core.validity import RangeResponse, ValidTxnList, ValidWriteIdList
 
 _JAVA_LONG_MIN = -(2**63)
@@ -173,7 +173,7 @@ def _list_read_directory(fs: FileSystem, path: str) -> tuple[FileEntry, ...]:
                                      "reader lease for the cleaner to keep what it reads)") from exc
 
 
-def with_files(fs: FileSystem, state: "DirectoryState") -> "DirectoryState":
+def with_files(fs: FileSystem, state: DirectoryState) -> DirectoryState:
     """The state with the files of the directories it reads (base and deltas) listed, and only those: an obsolete or
     aborted directory removed by a cleaner meanwhile is never touched.
 

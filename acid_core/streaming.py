@@ -17,13 +17,14 @@ import logging
 import struct
 import threading
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError, TxnStateError, one_line_cause
 from acid_core.fs import FileSystem
-from acid_core.locations import data_location
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, side_file_name
+from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore.txns import Operation
 from acid_core.orc_events import INSERT_OPERATION, EventFileWriter
@@ -268,7 +269,7 @@ class StreamingConnection:
         if self._heartbeats is not None:
             self._heartbeats.join(timeout=5)
 
-    def __enter__(self) -> "StreamingConnection":
+    def __enter__(self) -> StreamingConnection:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -19,15 +19,24 @@ staged table-wide.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError, NoSuchObjectError, NoSuchTxnError, TxnStateError, UsageError
 from acid_core.fs import FileSystem, ensure_inside
-from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, ParsedDelta, is_hidden, parse_directory,
-                              parse_partition_dir_name, parse_write_staging_name, write_staging_name)
+from acid_core.layout import (
+    ACID_FORMAT_FILE,
+    ORC_ACID_VERSION,
+    ParsedDelta,
+    is_hidden,
+    parse_directory,
+    parse_partition_dir_name,
+    parse_write_staging_name,
+    write_staging_name,
+)
 from acid_core.locations import DataLocation, data_location
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
@@ -71,7 +80,7 @@ class TableWrite:
     @classmethod
     def open(cls, metastore: Metastore, database: str, table: str, *, agent_info: str,
              partition: Mapping[str, Any] | str | None = None, lock_timeout_ms: int = 60_000,
-             lock_type: LockType = LockType.SHARED_WRITE) -> "TableWrite":
+             lock_type: LockType = LockType.SHARED_WRITE) -> TableWrite:
         """Open a transaction writing `table` (only `partition` when given, else anywhere in it), with its write id,
         its staging record and a shared_write lock (excl_write with `lock_type`, as hive.txn.xlock.write asks).
 
@@ -100,7 +109,7 @@ class TableWrite:
 
     @classmethod
     def open_batch(cls, metastore: Metastore, table: TableInfo, count: int, *, agent_info: str,
-                   partition: str | None) -> list["TableWrite"]:
+                   partition: str | None) -> list[TableWrite]:
         """Open `count` transactions at once with consecutive write ids (Hive's streaming TransactionBatch); each is
         locked when it begins (`lock`). They write in place (one delta for the batch), so they stage nothing."""
         txns = metastore.txns
@@ -288,7 +297,7 @@ class TableWrite:
         finally:
             _abort_quietly(self.metastore, self.txn_id)
 
-    def __enter__(self) -> "TableWrite":
+    def __enter__(self) -> TableWrite:
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> None:

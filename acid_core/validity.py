@@ -154,7 +154,7 @@ class ValidTxnList(_IdList):
     """Hive's ValidReadTxnList: which global transactions a snapshot sees."""
 
     @classmethod
-    def parse(cls, text: str | None) -> "ValidTxnList":
+    def parse(cls, text: str | None) -> ValidTxnList:
         """Parse Hive's string form; None or "" means everything is committed."""
         if not text:
             return cls()
@@ -171,7 +171,7 @@ class ValidWriteIdList(_IdList):
     table_name: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "ValidWriteIdList":
+    def parse(cls, text: str) -> ValidWriteIdList:
         """Parse ``<db.table>:<hwm>:<minOpen>:<open>:<aborted>``.
 
         Raises:
@@ -212,7 +212,7 @@ class ValidCompactorWriteIdList(ValidWriteIdList):
         return RangeResponse.ALL if self.high_watermark >= high else RangeResponse.NONE
 
     @classmethod
-    def from_reader(cls, reader: ValidWriteIdList) -> "ValidCompactorWriteIdList":
+    def from_reader(cls, reader: ValidWriteIdList) -> ValidCompactorWriteIdList:
         """Hive's TxnUtils.createValidCompactWriteIdList: high watermark = min open write id - 1, aborted ids kept."""
         high = reader.high_watermark if reader.min_open == LONG_MAX else reader.min_open - 1
         return cls(high_watermark=high, aborted_ids=reader.aborted_ids, min_open=reader.min_open,
@@ -237,7 +237,7 @@ class ValidCleanerWriteIdList(ValidWriteIdList):
         return ValidWriteIdList.range_aborted(self, low, high)
 
     @classmethod
-    def from_reader(cls, reader: ValidWriteIdList, *, high_watermark: int | None = None) -> "ValidCleanerWriteIdList":
+    def from_reader(cls, reader: ValidWriteIdList, *, high_watermark: int | None = None) -> ValidCleanerWriteIdList:
         """The cleaner's list built from a reader list, optionally capped at a compaction's highest write id."""
         return cls(high_watermark=reader.high_watermark if high_watermark is None else high_watermark,
                    open_ids=reader.open_ids, aborted_ids=reader.aborted_ids, min_open=reader.min_open,

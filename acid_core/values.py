@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from acid_core.errors import InvalidRowError
 from acid_core.types import TEXT_KINDS, parse_type

@@ -13,15 +13,28 @@ from __future__ import annotations
 
 import decimal
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from acid_core.errors import AcidError, InvalidRowError
 from acid_core.fs import FileSystem, ensure_inside
-from acid_core.layout import (ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, partition_dir_name,
-                              write_staging_name)
-from acid_core.orc_events import (DEFAULT_STRIPE_ROWS, DELETE_OPERATION, INSERT_OPERATION, Column, EventFileWriter,
-                                  parse_columns)
+from acid_core.layout import (
+    ACID_FORMAT_FILE,
+    ORC_ACID_VERSION,
+    bucket_file_name,
+    delta_dir_name,
+    partition_dir_name,
+    write_staging_name,
+)
+from acid_core.orc_events import (
+    DEFAULT_STRIPE_ROWS,
+    DELETE_OPERATION,
+    INSERT_OPERATION,
+    Column,
+    EventFileWriter,
+    parse_columns,
+)
 from acid_core.rowid import RowId, decode_bucket_id, encode_bucket
 from acid_core.values import RowChecker
 

@@ -13,8 +13,16 @@ from pathlib import Path
 
 from acid_core.errors import UsageError
 from acid_core.metastore.engine import redact, split_credentials
-from acid_platform.settings import (METASTORE_CONN_ID, POOL, SHADOWING_VARIABLES, SPARK_CONN_ID, SPARK_MASTER,
-                                        Settings, platform_environment, prepare_home)
+from acid_platform.settings import (
+    METASTORE_CONN_ID,
+    POOL,
+    SHADOWING_VARIABLES,
+    SPARK_CONN_ID,
+    SPARK_MASTER,
+    Settings,
+    platform_environment,
+    prepare_home,
+)
 
 
 def _check_airflow_home(settings: Settings) -> None:
@@ -82,8 +90,8 @@ def set_up(settings: Settings) -> dict:
             Pool.create_or_update_pool(name, slots=slots, description=f"{threads}: at most {slots} compaction(s) "
                                        "at once", include_deferred=False, session=session)
 
-    from acid_platform.demo import create_demo_tables
     from acid_core.metastore import Metastore
+    from acid_platform.demo import create_demo_tables
 
     store = Metastore(settings.metastore_url, warehouse=settings.warehouse)
     try:

@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from acid_core.errors import AcidError
 from acid_core.locations import data_location
@@ -49,7 +49,7 @@ STREAM_BATCH = 5  # transactions per streaming batch (Hive's TransactionBatch); 
 EVENT_ACTIONS = ("insert", "update", "insert", "delete", "insert", "aborted insert")
 MAX_CONSECUTIVE_FAILURES = 20
 # work(write transaction, visible row ids, partition spec) -> what it did, or None for nothing to do
-Work = Callable[[TableWrite, list, Optional[dict]], Optional[str]]
+Work = Callable[[TableWrite, list, dict | None], str | None]
 
 log = logging.getLogger("acid.demo.writer")
 

@@ -37,15 +37,35 @@ import time
 import urllib.request
 from pathlib import Path
 
-from acid_platform.bootstrap import set_up
-from acid_platform.processes import (RUN_VARIABLE, Child, Guard, describe, leftovers, port_holder, record_run,
-                                     rotate_log, run_marker, start_child, start_guard, stop_children,
-                                     stop_processes, tail)
-from acid_platform.settings import (SPARK_MASTER, Settings, check_java, check_port, load_settings,
-                                        platform_environment, prepare_home)
 from acid_core.compaction.codes import CompactionState
 from acid_core.errors import AcidError, UsageError, exit_status
 from acid_core.metastore.engine import redact
+from acid_platform.bootstrap import set_up
+from acid_platform.processes import (
+    RUN_VARIABLE,
+    Child,
+    Guard,
+    describe,
+    leftovers,
+    port_holder,
+    record_run,
+    rotate_log,
+    run_marker,
+    start_child,
+    start_guard,
+    stop_children,
+    stop_processes,
+    tail,
+)
+from acid_platform.settings import (
+    SPARK_MASTER,
+    Settings,
+    check_java,
+    check_port,
+    load_settings,
+    platform_environment,
+    prepare_home,
+)
 
 HEALTH_PATH = "/api/v2/monitor/health"
 RUN_RECORD = "platform.pids"  # in ACID_HOME: the running launcher's mark and sessions (processes.record_run)

@@ -74,7 +74,7 @@ def serve(port: int, *, out=None, acid_log: CappedLog | None = None) -> None:
         while not stop:
             try:
                 datagram = listener.recv(MAX_DATAGRAM)
-            except (socket.timeout, InterruptedError):
+            except (TimeoutError, InterruptedError):
                 continue
             stamp = _now()
             lines = [line for line in datagram.decode("utf-8", "replace").splitlines() if line.strip()]

@@ -19,9 +19,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 DRAIN_GRACE_S = 60.0  # after SIGTERM to the scheduler: running tasks finish (the scheduler waits for them)
 STOP_GRACE_S = 30.0  # after SIGINT to standalone (SIGTERM to the writer), before SIGTERM to whatever is left

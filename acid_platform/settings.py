@@ -8,9 +8,9 @@ import os
 import shutil
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from acid_core.compaction.pools import POOLS_VARIABLE, PoolSetting, parse_pools
 from acid_core.errors import AcidError, UsageError

@@ -95,7 +95,7 @@ class HiveShapedWriter:
             _add_acid_metadata(self._scratch, AcidStats(*self._counts), self._destination)
             put_scratch(self._fs, self._scratch, self._destination)
 
-    def __enter__(self) -> "HiveShapedWriter":
+    def __enter__(self) -> HiveShapedWriter:
         return self
 
     def __exit__(self, *exc) -> None:

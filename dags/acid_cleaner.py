@@ -71,11 +71,12 @@ def acid_cleaner():
         import logging
         import re
 
-        from acid_core.compaction.cleaner import clean
         from acid_plugin.hooks import AcidMetastoreHook
         from acid_plugin.metrics import emit_cleaning
         from acid_plugin.params import check_numbers
         from airflow.sdk.exceptions import AirflowFailException
+
+        from acid_core.compaction.cleaner import clean
 
         log = logging.getLogger("airflow.task")
         try:

@@ -6,11 +6,12 @@ No work at import time: the hook and the metastore are imported inside the tasks
 
 from __future__ import annotations
 
-from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
 from acid_plugin.assets import COMPACTED, COMPACTED_TABLES
 from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
 from acid_plugin.params import PARTITION, PARTITION_EXPECTED, POOL_NAME, Bounds, table_params
 from airflow.sdk import Param, dag, task
+
+from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
 
 NUMBERS = {"number_of_buckets": Bounds(1, MAX_REBALANCE_BUCKETS)}
 
@@ -114,15 +115,16 @@ def _enqueue(params, ti) -> list[int]:
     """The `enqueue` task: refusals fail it with one line and an `outcome` XCom; nothing to compact skips it."""
     import logging
 
+    from acid_plugin.hooks import AcidMetastoreHook
+    from acid_plugin.outcomes import nothing_to_do, push_outcome, refuse
+    from acid_plugin.params import check_numbers, check_partition, check_pool
+    from airflow.sdk import get_current_context
+
     from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
     from acid_core.compaction.requests import PARTITIONS_SHOWN, partitions_to_compact, require_partition
     from acid_core.errors import AcidError, NoSuchObjectError
     from acid_core.layout import parse_partition_dir_name
     from acid_core.metastore.properties import PYSPARK_MEMORY_PROPERTY, spark_conf_of
-    from acid_plugin.hooks import AcidMetastoreHook
-    from acid_plugin.outcomes import nothing_to_do, push_outcome, refuse
-    from acid_plugin.params import check_numbers, check_partition, check_pool
-    from airflow.sdk import get_current_context
 
     log = logging.getLogger("airflow.task")
     database, table, partition = params["database"], params["table"], params.get("partition") or None

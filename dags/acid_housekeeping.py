@@ -88,10 +88,11 @@ def acid_housekeeping():
         import dataclasses
         import logging
 
-        from acid_core.housekeeping import housekeep
-        from acid_core.metastore.compactions import HistoryRetention
         from acid_plugin.hooks import AcidMetastoreHook
         from acid_plugin.params import check_numbers
+
+        from acid_core.housekeeping import housekeep
+        from acid_core.metastore.compactions import HistoryRetention
 
         log = logging.getLogger("airflow.task")
         check_numbers(params, NUMBERS)  # refused in words, never clamped
@@ -116,10 +117,11 @@ def acid_housekeeping():
         `{"gauges": {name: value}, "about": {gauge: the partitions it is about}}` for `alert_thresholds`."""
         import logging
 
-        from acid_core.metrics import collect, collect_deltas, delta_gauges, gauges, worst_partitions
         from acid_plugin.hooks import AcidMetastoreHook
         from acid_plugin.metrics import emit_gauges
         from acid_plugin.params import check_numbers
+
+        from acid_core.metrics import collect, collect_deltas, delta_gauges, gauges, worst_partitions
 
         log = logging.getLogger("airflow.task")
         check_numbers(params, NUMBERS)
@@ -143,9 +145,10 @@ def acid_housekeeping():
     def alert_thresholds(reading: dict, **context) -> list[str]:
         """Check the gauges against the alert rules (Variable `acid_alert_rules`), alert once per level a rule
         rises to; returns the rules alerted."""
-        from acid_core.alerts import threshold_alerts
         from acid_plugin.alerts import configured_rules, send_escalations
         from acid_plugin.hooks import AcidMetastoreHook
+
+        from acid_core.alerts import threshold_alerts
 
         found = threshold_alerts(reading["gauges"], configured_rules(), about=reading["about"])
         sent = send_escalations(context, found, conn_id=AcidMetastoreHook().acid_metastore_conn_id)
@@ -157,10 +160,11 @@ def acid_housekeeping():
         Variable `acid_working_alerted.<connection>` remembers which); returns their ids."""
         import json
 
-        from acid_core.alerts import working_too_long
         from acid_plugin.alerts import send_alerts
         from acid_plugin.hooks import AcidMetastoreHook
         from airflow.sdk import Variable
+
+        from acid_core.alerts import working_too_long
 
         hook = AcidMetastoreHook()
         with hook.metastore() as metastore:

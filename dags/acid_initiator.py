@@ -87,12 +87,13 @@ def acid_initiator():
         compactions this poll queued (none on a dry run), and whether it saw every candidate."""
         import logging
 
-        from acid_core.compaction.initiator import initiator_cycle
-        from acid_core.errors import UsageError
         from acid_plugin.hooks import AcidMetastoreHook
         from acid_plugin.params import check_numbers
         from airflow.sdk import Variable
         from airflow.sdk.exceptions import AirflowFailException
+
+        from acid_core.compaction.initiator import initiator_cycle
+        from acid_core.errors import UsageError
 
         log = logging.getLogger("airflow.task")
         try:
@@ -130,8 +131,9 @@ def acid_initiator():
                            "reason": decision.reason, "compaction_id": decision.compaction_id})
         ti.xcom_push(key="decisions", value=report)
         if not dry_run:
-            from acid_core.metrics import initiator_gauges
             from acid_plugin.metrics import emit_gauges
+
+            from acid_core.metrics import initiator_gauges
 
             emit_gauges(initiator_gauges(cycle.decisions))
         if not cycle.complete:

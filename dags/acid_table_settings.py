@@ -67,10 +67,11 @@ def _apply_settings(params) -> dict[str, str]:
     """Raises ValueError: a refusal, in one line (the task fails with it)."""
     import logging
 
-    from acid_core.errors import AcidError
-    from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, check_settings
     from acid_plugin.hooks import AcidMetastoreHook
     from acid_plugin.params import check_numbers
+
+    from acid_core.errors import AcidError
+    from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, check_settings
 
     log = logging.getLogger("airflow.task")
     database, table = params["database"], params["table"]

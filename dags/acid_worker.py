@@ -127,8 +127,9 @@ def worker_dag(pool: str | None, *, labelled: tuple[str, ...] = ()):
 def _list_compactions(pool: str | None, labelled: tuple[str, ...], params, ti) -> list[dict]:
     import logging
 
-    from acid_core.compaction.batch import QueueSelection
     from acid_plugin.hooks import AcidMetastoreHook
+
+    from acid_core.compaction.batch import QueueSelection
 
     log = logging.getLogger("airflow.task")
     check_numbers(params, {name: bound for name, bound in NUMBERS.items() if name in params})

@@ -27,11 +27,10 @@ from acid_core.compaction.attempt import describe
 from acid_core.compaction.batch import BatchWorker, QueueSelection
 from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.plan import CompactionPlan
-from acid_core.metastore.engine import outage_counts
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import AcidError, CompactionTaskError, one_line_cause
 from acid_core.metastore import Metastore
-
+from acid_core.metastore.engine import outage_counts
 
 SPLIT_ROWS = 32_000_000  # a major compaction's bucket of more rows is split into parts of about this many, one task each
 PROGRESS_SECONDS = 5.0  # a progress line at least this often (ACID_PROGRESS_SECONDS)

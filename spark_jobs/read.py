@@ -26,8 +26,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,13 +40,24 @@ from acid_core.fs import FileSystem, concurrently
 from acid_core.layout import DEFAULT_PARTITION_NAME
 from acid_core.locations import DataLocation, data_location
 from acid_core.merge import PartitionReader
-from acid_core.read_plan import (DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, Footer, InsertSource, ReadPlan, file_bucket,
-                                 footer_paths, plan_read, read_footers, read_units, source_bucket, uses_sort_merge)
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.leases import Lease
 from acid_core.metastore.txns import Snapshot, full_table_name
 from acid_core.pruning import PartitionPruner, Predicate
+from acid_core.read_plan import (
+    DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY,
+    Footer,
+    InsertSource,
+    ReadPlan,
+    file_bucket,
+    footer_paths,
+    plan_read,
+    read_footers,
+    read_units,
+    source_bucket,
+    uses_sort_merge,
+)
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidWriteIdList
 from spark_jobs.types import spark_schema, to_spark

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pyspark
 from pyspark.sql import SparkSession

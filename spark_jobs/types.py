@@ -12,9 +12,26 @@ Built on acid_core's type model (`acid_core.types.parse_type`). The choices, whi
 
 from __future__ import annotations
 
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, DataType, DateType, DecimalType,
-                               DoubleType, FloatType, IntegerType, LongType, MapType, ShortType, StringType,
-                               StructField, StructType, TimestampNTZType, TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from acid_core.errors import SchemaMismatchError
 from acid_core.merge import ROW_ID_COLUMN

@@ -14,8 +14,8 @@ bucket (Hive's hash).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa

@@ -13,7 +13,6 @@ import re
 from collections.abc import Iterator
 
 import pytest
-
 from pg_server import PostgresServer, PostgresServerError, find_bin_dir, not_found_message
 
 _database_numbers = itertools.count(1)

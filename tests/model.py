@@ -9,9 +9,9 @@ acid_core.rowid cannot hide itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import pyarrow as pa
 

@@ -13,17 +13,24 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pyorc
 import pytest
+from model import tree, v1_bucket_property
 
-from acid_core.errors import (AcidError, CorruptFileError, FileSystemError, InvalidNameError,
-                              InvalidValidityListError, SchemaMismatchError, UnsortedEventsError)
-from acid_core.merge import read_snapshot
+from acid_core.errors import (
+    AcidError,
+    CorruptFileError,
+    FileSystemError,
+    InvalidNameError,
+    InvalidValidityListError,
+    SchemaMismatchError,
+    UnsortedEventsError,
+)
 from acid_core.fs import FileSystem
+from acid_core.merge import read_snapshot
 from acid_core.orc_events import EventFile, event_schema, parse_columns
 from acid_core.rowid import RowId
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidTxnList, ValidWriteIdList
 from acid_core.writer import EmbeddedWriter
-from model import tree, v1_bucket_property
 
 COLUMNS = [("id", "int"), ("name", "string")]
 B0 = v1_bucket_property(0)

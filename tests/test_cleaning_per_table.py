@@ -13,6 +13,7 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
+from test_cleaner import Table, quiet, state_of, three_writes
 
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
@@ -23,7 +24,6 @@ from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.txns import TxnType
 from acid_core.table_write import TableWrite
-from test_cleaner import Table, quiet, state_of, three_writes
 
 MAJOR = CompactionType.MAJOR
 

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from model import tree, v1_bucket_property
 
 from acid_core.rowid import RowId
 from acid_core.writer import EmbeddedWriter
-from model import tree, v1_bucket_property
 
 B0, B1 = v1_bucket_property(0), v1_bucket_property(1)
 ROOT = Path(__file__).resolve().parent.parent

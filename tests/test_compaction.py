@@ -16,14 +16,15 @@ import decimal
 import os
 import shutil
 import types
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pyorc
 import pytest
+from model import Snapshot, TableModel, table_by_row_id, tree, v1_bucket_property
 
 from acid_core.bucketing import bucket_function
 from acid_core.compaction.execute import run_bucket
@@ -44,7 +45,6 @@ from acid_core.state import get_acid_state
 from acid_core.streaming import StreamingConnection
 from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList
 from acid_core.writer import EmbeddedWriter
-from model import Snapshot, TableModel, table_by_row_id, tree, v1_bucket_property
 
 MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR
 COLUMNS = (("id", "int"), ("name", "string"))
@@ -103,7 +103,7 @@ class Table:
 
     @contextlib.contextmanager
     def transaction(self, partition: dict | None = None, *, operation: Operation = Operation.INSERT,
-                    commit: bool = True, abort: bool = False) -> Iterator["Txn"]:
+                    commit: bool = True, abort: bool = False) -> Iterator[Txn]:
         """open_txn, allocate_write_ids, add_components; then commit (or abort, or leave open)."""
         txns = self.ms.txns
         txn_id = txns.open_txn()
@@ -252,7 +252,7 @@ def check_result_directory(path: str | Path, *, operation: int) -> list[dict]:
         last_keys = []
         for stripe in range(orc.nstripes):
             batch = orc.read_stripe(stripe, columns=list(KEY)).to_pylist()
-            last_keys.append("%d,%d,%d;" % tuple(batch[-1][k] for k in KEY))
+            last_keys.append("{},{},{};".format(*(batch[-1][k] for k in KEY)))
         with open(path / name, "rb") as stream:
             metadata = pyorc.Reader(stream).user_metadata
         assert metadata["hive.acid.key.index"] == "".join(last_keys).encode()

@@ -5,6 +5,7 @@ The Airflow operator's mapping of the same verdicts is exercised by tests/airflo
 from __future__ import annotations
 
 import pytest
+from queue_tables import creating_tables
 
 from acid_cli import compact as compact_command
 from acid_core.compaction.attempt import Result, after_run, before_run
@@ -12,7 +13,6 @@ from acid_core.errors import UsageError
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.txns import TxnType
-from queue_tables import creating_tables
 
 S = CompactionState
 

@@ -8,13 +8,19 @@ queue, and when its runner can run no more; each compaction is its own claim, tr
 from __future__ import annotations
 
 import pytest
+from committed_writes import insert
 
-from acid_core.compaction.batch import (LIMIT_REACHED, OTHER_SETTINGS, QUEUE_EMPTY, RUNNER_DOWN, BatchWorker,
-                                        QueueSelection)
+from acid_core.compaction.batch import (
+    LIMIT_REACHED,
+    OTHER_SETTINGS,
+    QUEUE_EMPTY,
+    RUNNER_DOWN,
+    BatchWorker,
+    QueueSelection,
+)
 from acid_core.compaction.worker import local_runner
 from acid_core.errors import UsageError
 from acid_core.metastore.compactions import CompactionState, CompactionType
-from committed_writes import insert
 
 COLUMNS = [("id", "int"), ("day", "string")]
 WORKER = "host-airflow.acid_worker.compact[0].try1"
@@ -128,7 +134,7 @@ def test_a_batch_stops_at_its_limits_and_in_front_of_another_applications_entry(
     end = _batch(ms, other, accepts=lambda entry: "wants 8g" if entry.id == ids[2] else None).run(
         max_compactions=10, max_seconds=600)
     assert (end.reason, end.next_compaction_id, other.started) == (OTHER_SETTINGS, ids[2], ids[1:2])
-    assert "compaction %d needs another application: wants 8g" % ids[2] == end.message
+    assert f"compaction {ids[2]} needs another application: wants 8g" == end.message
     assert ms.compactions.get(ids[2]).state is CompactionState.INITIATED  # not claimed: the other app takes it
 
     with pytest.raises(UsageError, match="limits of at least 0"):

@@ -16,29 +16,35 @@ import os
 import re
 import shutil
 import types
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
+from model import table_by_row_id, tree
 
 from acid_core import orc_columnar
-from acid_core.compaction import execute, plan as planning, verify
+from acid_core.compaction import execute, verify
+from acid_core.compaction import plan as planning
 from acid_core.compaction.execute import run_bucket
-from acid_core.compaction.verify import (CompactionVerificationError, RowIdCounter, Tally, check_file,
-                                         verification_enabled)
+from acid_core.compaction.verify import (
+    CompactionVerificationError,
+    RowIdCounter,
+    Tally,
+    check_file,
+    verification_enabled,
+)
 from acid_core.compaction.worker import CompactionWorker, local_runner
 from acid_core.errors import UsageError
 from acid_core.fs import FileSystem
 from acid_core.merge import read_snapshot
 from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.orc_events import AcidStats, BUCKET, OPERATION
+from acid_core.orc_events import BUCKET, OPERATION, AcidStats
 from acid_core.rowid import RowId, encode_bucket
 from acid_core.state import get_acid_state
 from acid_core.table_write import TableWrite
 from acid_core.validity import ValidCompactorWriteIdList
-from model import table_by_row_id, tree
 
 MAJOR, MINOR, REBALANCE = CompactionType.MAJOR, CompactionType.MINOR, CompactionType.REBALANCE
 COLUMNS = [("id", "int"), ("name", "string")]

@@ -11,14 +11,41 @@ from decimal import Decimal
 
 import pytest
 
+from acid_cli.hiveql import (
+    ENGINE_KINDS,
+    AbortCompactions,
+    AbortTransactions,
+    AlterTableCompact,
+    AlterTableSetProperties,
+    AlterTableUnsetProperties,
+    Cast,
+    Column,
+    CreateDatabase,
+    CreateTable,
+    DescribeTable,
+    DropDatabase,
+    DropTable,
+    EngineStatement,
+    HiveQLSyntaxError,
+    InsertValues,
+    OrderItem,
+    PartitionSpec,
+    PartitionValue,
+    ShowCompactions,
+    ShowDatabases,
+    ShowLocks,
+    ShowPartitions,
+    ShowTableProperties,
+    ShowTables,
+    ShowTransactions,
+    Statement,
+    TableName,
+    UseDatabase,
+    parse_script,
+    parse_statement,
+)
+from acid_cli.hiveql.tokens import TokenizeError, TokenKind, tokenize, unescape_string
 from acid_core.errors import AcidError, UsageError
-from acid_cli.hiveql import (ENGINE_KINDS, AbortCompactions, AbortTransactions, AlterTableCompact,
-                             AlterTableSetProperties, AlterTableUnsetProperties, Cast, Column, CreateDatabase,
-                             CreateTable, DescribeTable, DropDatabase, DropTable, EngineStatement, HiveQLSyntaxError,
-                             InsertValues, OrderItem, PartitionSpec, PartitionValue, ShowCompactions, ShowDatabases,
-                             ShowLocks, ShowPartitions, ShowTableProperties, ShowTables, ShowTransactions, Statement,
-                             TableName, UseDatabase, parse_script, parse_statement)
-from acid_cli.hiveql.tokens import TokenKind, TokenizeError, tokenize, unescape_string
 
 T = TableName("t")
 DB_T = TableName("t", database="db")

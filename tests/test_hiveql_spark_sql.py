@@ -8,8 +8,20 @@ from __future__ import annotations
 import pytest
 
 from acid_cli.hiveql import HiveQLSyntaxError, parse_script
-from acid_cli.hiveql.ast import (MergeDelete, MergeInsert, MergeUpdate, PartitionSpec, PartitionValue, SparkDelete,
-                                 SparkInsert, SparkMerge, SparkQuery, SparkText, SparkUpdate, TableName)
+from acid_cli.hiveql.ast import (
+    MergeDelete,
+    MergeInsert,
+    MergeUpdate,
+    PartitionSpec,
+    PartitionValue,
+    SparkDelete,
+    SparkInsert,
+    SparkMerge,
+    SparkQuery,
+    SparkText,
+    SparkUpdate,
+    TableName,
+)
 from acid_cli.hiveql.spark_sql import SparkSyntaxError, parse_engine_statement
 from acid_core.errors import UsageError
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from queue_tables import ensure_table
 
 from acid_core.errors import UsageError
 from acid_core.housekeeping import HousekeepingReport, housekeep
@@ -13,7 +14,6 @@ from acid_core.metastore import schema as s
 from acid_core.metastore.compactions import CompactionState, CompactionType, HistoryRetention
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
-from queue_tables import ensure_table
 
 TXN_TIMEOUT_MS = 300_000
 LONG_MAX = 2**63 - 1

@@ -7,13 +7,22 @@ so no partition starves. Every decision says why, in one of a few words (Decisio
 from __future__ import annotations
 
 import pytest
+from test_initiator import make_table
 
 from acid_core.compaction.candidates import BUDGET_DEFERRED
-from acid_core.compaction.initiator import (MIN_COST_BYTES, WHY, WHY_BELOW_THRESHOLD, WHY_BUDGET_SPENT, WHY_IN_QUEUE,
-                                            WHY_NO_AUTO_COMPACTION, WHY_QUEUED, initiator_cycle, rank)
+from acid_core.compaction.initiator import (
+    MIN_COST_BYTES,
+    WHY,
+    WHY_BELOW_THRESHOLD,
+    WHY_BUDGET_SPENT,
+    WHY_IN_QUEUE,
+    WHY_NO_AUTO_COMPACTION,
+    WHY_QUEUED,
+    initiator_cycle,
+    rank,
+)
 from acid_core.errors import UsageError
 from acid_core.metastore.compactions import CompactionState
-from test_initiator import make_table
 
 
 def _partitions(table, names: list[str], *, deltas: int, rows: int) -> None:

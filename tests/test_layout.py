@@ -11,10 +11,26 @@ from __future__ import annotations
 import pytest
 
 from acid_core.errors import AcidError, InvalidNameError
-from acid_core.layout import (ParsedBase, ParsedDelta, base_dir_name, bucket_file_name, delta_dir_name,
-                              escape_partition_value, is_hidden, is_side_file, legacy_bucket_file_name, parse_base,
-                              parse_bucket_file, parse_delta, parse_directory, parse_original_file,
-                              parse_partition_dir_name, partition_dir_name, side_file_name, unescape_partition_value)
+from acid_core.layout import (
+    ParsedBase,
+    ParsedDelta,
+    base_dir_name,
+    bucket_file_name,
+    delta_dir_name,
+    escape_partition_value,
+    is_hidden,
+    is_side_file,
+    legacy_bucket_file_name,
+    parse_base,
+    parse_bucket_file,
+    parse_delta,
+    parse_directory,
+    parse_original_file,
+    parse_partition_dir_name,
+    partition_dir_name,
+    side_file_name,
+    unescape_partition_value,
+)
 
 LONG_MIN = -9223372036854775808
 LONG_MAX = 9223372036854775807

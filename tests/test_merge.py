@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
+from model import Snapshot, TableModel, table_by_row_id, table_rows, tree, v1_bucket_property
 
 from acid_core.errors import SchemaMismatchError, UsageError
 from acid_core.layout import ACID_FORMAT_FILE
@@ -22,7 +23,6 @@ from acid_core.orc_events import INSERT_OPERATION, EventFileWriter, parse_column
 from acid_core.rowid import RowId
 from acid_core.validity import ValidWriteIdList
 from acid_core.writer import EmbeddedWriter
-from model import Snapshot, TableModel, table_by_row_id, table_rows, tree, v1_bucket_property
 
 COLUMNS = [("id", "bigint"), ("name", "string"), ("amount", "double")]
 B0, B1 = v1_bucket_property(0), v1_bucket_property(1)

@@ -10,8 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from acid_core.errors import AcidError, AlreadyExistsError, MetastoreError, NoSuchObjectError, NotTransactionalError
-from acid_core.metastore import Metastore
-from acid_core.metastore import schema
+from acid_core.metastore import Metastore, schema
 from acid_core.metastore.catalog import DEFAULT_DATABASE, check_identifier
 from acid_core.metastore.engine import Identity
 

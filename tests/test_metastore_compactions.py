@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from queue_tables import creating_tables
 
 from acid_core.errors import CompactionStateError, MetastoreError, UsageError
-from acid_core.metastore import Metastore
-from acid_core.metastore import schema
-from acid_core.metastore.compactions import (ABORTED_BY_REQUEST, CompactionState, CompactionType, HistoryRetention)
+from acid_core.metastore import Metastore, schema
+from acid_core.metastore.compactions import ABORTED_BY_REQUEST, CompactionState, CompactionType, HistoryRetention
 from acid_core.metastore.txns import Operation, TxnType
-from queue_tables import creating_tables
 
 MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR
 S = CompactionState
@@ -496,8 +495,9 @@ def test_a_bad_pool_name_is_one_clear_error_and_queues_nothing(ms, pool):
 
 
 def test_a_bad_pool_property_is_refused_when_queued(ms):
-    from acid_core.errors import InvalidPoolNameError
     from queue_tables import ensure_table
+
+    from acid_core.errors import InvalidPoolNameError
 
     ensure_table(ms, "default", "t", None)
     ms.catalog.set_table_params("default", "t", {"hive.compactor.worker.pool": "etl pool"})

@@ -12,12 +12,12 @@ import traceback
 
 import pytest
 import sqlalchemy as sa
+from queue_tables import ensure_table
 
 from acid_core.errors import WriteConflictError
 from acid_core.metastore import Metastore
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
-from queue_tables import ensure_table
 
 CONTEXT = multiprocessing.get_context("spawn")
 WAIT_SECONDS = 60

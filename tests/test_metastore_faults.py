@@ -10,15 +10,21 @@ import time
 import psycopg2
 import pytest
 import sqlalchemy as sa
+from pg_server import PostgresServer
 
-from acid_core.errors import (AcidError, MetastoreError, MetastoreUnavailableError, NoSuchObjectError, NoSuchTxnError,
-                              NotTransactionalError, TxnAbortedError)
-from acid_core.metastore import Metastore
-from acid_core.metastore import schema
+from acid_core.errors import (
+    AcidError,
+    MetastoreError,
+    MetastoreUnavailableError,
+    NoSuchObjectError,
+    NoSuchTxnError,
+    NotTransactionalError,
+    TxnAbortedError,
+)
+from acid_core.metastore import Metastore, schema
 from acid_core.metastore.engine import Identity, outage_counts
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
-from pg_server import PostgresServer
 
 ME = Identity(user="tester", host="testhost")
 WAIT_SECONDS = 30

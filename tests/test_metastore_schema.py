@@ -14,8 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from acid_core.errors import MetastoreError
-from acid_core.metastore import Metastore
-from acid_core.metastore import schema
+from acid_core.metastore import Metastore, schema
 from acid_core.metastore.catalog import DEFAULT_DATABASE
 
 PROCESS_TIMEOUT_SECONDS = 60

@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
+from queue_tables import ensure_table
 
-from acid_core.errors import (AcidError, MetastoreError, NoSuchTxnError, TxnAbortedError, TxnStateError,
-                              WriteConflictError)
-from acid_core.metastore import Metastore
-from acid_core.metastore import schema
+from acid_core.errors import (
+    AcidError,
+    MetastoreError,
+    NoSuchTxnError,
+    TxnAbortedError,
+    TxnStateError,
+    WriteConflictError,
+)
+from acid_core.metastore import Metastore, schema
 from acid_core.metastore.compactions import CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
 from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
-from queue_tables import ensure_table
 
 TIMEOUT_MS = 10_000
 

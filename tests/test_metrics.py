@@ -13,8 +13,16 @@ from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.metastore.compactions import CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
-from acid_core.metrics import (all_metrics, collect, collect_deltas, delta_gauges, gauges, initiator_gauges,
-                               metric_name, worst_partitions)
+from acid_core.metrics import (
+    all_metrics,
+    collect,
+    collect_deltas,
+    delta_gauges,
+    gauges,
+    initiator_gauges,
+    metric_name,
+    worst_partitions,
+)
 from acid_core.writer import EmbeddedWriter
 
 
@@ -234,8 +242,13 @@ def test_worker_reports_events_and_bytes_and_the_cleaner_bytes_removed(ms):
 
 def test_initiator_gauges_count_due_and_failed_partitions():
     from acid_core.compaction.candidates import Candidate
-    from acid_core.compaction.initiator import (WHY, WHY_BELOW_THRESHOLD, WHY_BUDGET_SPENT, WHY_FAILED_THRESHOLD,
-                                                Decision)
+    from acid_core.compaction.initiator import (
+        WHY,
+        WHY_BELOW_THRESHOLD,
+        WHY_BUDGET_SPENT,
+        WHY_FAILED_THRESHOLD,
+        Decision,
+    )
 
     candidate = Candidate("default", "t", None)
     decisions = [Decision(candidate, CompactionType.MAJOR, "11 deltas > delta.num.threshold 10"),

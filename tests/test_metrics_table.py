@@ -10,8 +10,15 @@ import re
 from readme_metrics import alerts_table, documented_metrics, metrics_table
 
 from acid_core import alerts
-from acid_core.metrics import (AcidMetrics, DeltaReading, PartitionDeltas, all_metrics, delta_gauges, gauges,
-                               initiator_gauges)
+from acid_core.metrics import (
+    AcidMetrics,
+    DeltaReading,
+    PartitionDeltas,
+    all_metrics,
+    delta_gauges,
+    gauges,
+    initiator_gauges,
+)
 
 
 def test_the_metrics_table_lists_every_metric_the_code_can_send_and_nothing_else():

@@ -19,13 +19,13 @@ import pyarrow.fs as pafs
 import pyarrow.orc as pa_orc
 import pyorc
 import pytest
+from model import v1_bucket_property
 
 from acid_core.errors import CorruptFileError, FileSystemError, SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem
 from acid_core.orc_columnar import event_table, null_rows, rows_struct, write_event_table
 from acid_core.orc_events import EventFile
 from acid_core.orc_tail import parse_postscript, with_user_metadata
-from model import v1_bucket_property
 
 B0, B1 = v1_bucket_property(0), v1_bucket_property(1)
 KEY = ("originalTransaction", "bucket", "rowId")
@@ -105,7 +105,7 @@ def test_key_index_holds_the_last_key_of_every_stripe(tmp_path, fs):
         batch = orc.read_stripe(stripe, columns=list(KEY))
         last_keys.append(tuple(batch.column(i)[batch.num_rows - 1].as_py() for i in range(3)))
     assert last_keys[-1] == (9, B1, 19_999)
-    assert user_metadata(path)["hive.acid.key.index"] == "".join("%d,%d,%d;" % key for key in last_keys).encode()
+    assert user_metadata(path)["hive.acid.key.index"] == "".join("{},{},{};".format(*key) for key in last_keys).encode()
     assert EventFile(fs, str(path)).key_index() == last_keys
     assert orc.read().equals(events)
 

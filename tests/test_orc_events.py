@@ -14,16 +14,25 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pyorc
 import pytest
+from model import tree, v1_bucket_property
 
 from acid_core.errors import AcidError, CorruptFileError
 from acid_core.fs import FileSystem
 from acid_core.merge import read_snapshot
-from acid_core.orc_events import (DELETE_OPERATION, INSERT_OPERATION, AcidStats, Column, EventFile, EventFileWriter,
-                                  event_schema, parse_columns, side_file_length)
+from acid_core.orc_events import (
+    DELETE_OPERATION,
+    INSERT_OPERATION,
+    AcidStats,
+    Column,
+    EventFile,
+    EventFileWriter,
+    event_schema,
+    parse_columns,
+    side_file_length,
+)
 from acid_core.rowid import RowId
 from acid_core.validity import ValidWriteIdList
 from acid_core.writer import EmbeddedWriter
-from model import tree, v1_bucket_property
 
 COLUMNS = [("id", "int"), ("name", "string"), ("amount", "decimal(10,2)")]
 B0 = v1_bucket_property(0)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-
 from pg_server import BIN_DIR_VARIABLE, PostgresServer
 
 ROOT = Path(__file__).resolve().parent.parent

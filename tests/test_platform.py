@@ -23,11 +23,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from acid_platform import load_settings, platform_environment
 from acid_core.compaction.initiator import run_initiator
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionType
+from acid_platform import load_settings, platform_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from test_platform import ROOT, _free_port, _kill_sessions, _leftovers, _sessions_of, clean_environment
 
 READY = "Press Ctrl-C to stop"

@@ -14,6 +14,8 @@ import collections
 import os
 
 import pytest
+from test_compaction import check_result_directory, directories, make_table, read_rows, write_history
+from test_compaction import store as compaction_store
 
 from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE
 from acid_core.compaction.worker import CompactionWorker
@@ -21,8 +23,6 @@ from acid_core.errors import CompactionStateError, UsageError, WriteConflictErro
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
-from test_compaction import check_result_directory, directories, make_table, read_rows, write_history
-from test_compaction import store as compaction_store
 
 store = compaction_store  # the same SQLite metastore fixture
 

@@ -21,22 +21,20 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from test_cleaner import Table, quiet
 
 from acid_cli.main import main as acid_main
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import REFUSED_MESSAGE, CompactionWorker, local_runner
-from acid_core.errors import (CompactionStateError, FileSystemError, MetastoreError, PathOutsideTableError,
-                              UsageError)
+from acid_core.errors import CompactionStateError, FileSystemError, MetastoreError, PathOutsideTableError, UsageError
 from acid_core.fs import FileSystem
 from acid_core.housekeeping import housekeep
 from acid_core.merge import read_snapshot
-from acid_core.metastore import Metastore
-from acid_core.metastore import schema
+from acid_core.metastore import Metastore, schema
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.engine import Clock, Identity
 from acid_core.metastore.txns import Operation, TxnType
 from acid_core.writer import EmbeddedWriter
-from test_cleaner import Table, quiet
 
 MAJOR = CompactionType.MAJOR
 S = CompactionState

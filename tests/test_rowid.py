@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 
 from acid_core.errors import AcidError, BucketCodecError
-from acid_core.rowid import (RowId, codec_version, decode_bucket_id, decode_bucket_ids, decode_statement_id,
-                             encode_bucket)
+from acid_core.rowid import (
+    RowId,
+    codec_version,
+    decode_bucket_id,
+    decode_bucket_ids,
+    decode_statement_id,
+    encode_bucket,
+)
 
 
 @pytest.mark.parametrize(("bucket", "statement", "expected"), [

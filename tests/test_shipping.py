@@ -16,8 +16,18 @@ from pathlib import Path
 import pytest
 
 from acid_core import shipping
-from acid_core.shipping import (ENV_KEY_FILE, EXECUTOR_DISTRIBUTIONS, ExecutorOptions, ShippingError, code_zip,
-                                combine_conf, env_archive, executor_conf, options_from_env, options_from_extra)
+from acid_core.shipping import (
+    ENV_KEY_FILE,
+    EXECUTOR_DISTRIBUTIONS,
+    ExecutorOptions,
+    ShippingError,
+    code_zip,
+    combine_conf,
+    env_archive,
+    executor_conf,
+    options_from_env,
+    options_from_extra,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 MINOR = f"python{sys.version_info.major}.{sys.version_info.minor}"

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from acid_utils_cases import CASES, CASES_BY_NAME, DEFAULT_TXNS, HIVE2_CASES, HIVE4_CASES, MAX, AcidStateCase, acid_dirs
 
 from acid_core.errors import NotEnoughHistoryError
 from acid_core.state import DirectoryState, ListedEntry, PartitionListing, acid_state, get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
-from acid_utils_cases import CASES, CASES_BY_NAME, DEFAULT_TXNS, HIVE2_CASES, HIVE4_CASES, MAX, AcidStateCase, acid_dirs
 
 BUCKET_BYTES = b"ORC\x00"  # getAcidState never opens data files, so any few bytes do
 COMPACTED_MARKER = json.dumps({"thisFileVersion": "0", "dataFormat": "compacted"}).encode()

@@ -18,7 +18,7 @@ import pytest
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem
 from acid_core.orc_columnar import EventStreamWriter, event_table
-from acid_core.orc_events import EventFile, KEY_FIELDS
+from acid_core.orc_events import KEY_FIELDS, EventFile
 from acid_core.sorted_merge import merge_sorted
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,8 +14,13 @@ import sqlalchemy as sa
 
 from acid_core.errors import InvalidNameError, LockTimeoutError, UsageError, WriteConflictError
 from acid_core.housekeeping import HousekeepingReport, housekeep
-from acid_core.layout import (WriteStaging, compaction_staging_name, delta_dir_name, parse_write_staging_name,
-                              write_staging_name)
+from acid_core.layout import (
+    WriteStaging,
+    compaction_staging_name,
+    delta_dir_name,
+    parse_write_staging_name,
+    write_staging_name,
+)
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.engine import Clock, Identity

@@ -10,8 +10,13 @@ from __future__ import annotations
 import pytest
 
 from acid_core.errors import AcidError, InvalidValidityListError
-from acid_core.validity import (RangeResponse, ValidCleanerWriteIdList, ValidCompactorWriteIdList, ValidTxnList,
-                                ValidWriteIdList)
+from acid_core.validity import (
+    RangeResponse,
+    ValidCleanerWriteIdList,
+    ValidCompactorWriteIdList,
+    ValidTxnList,
+    ValidWriteIdList,
+)
 
 MAX = 9223372036854775807
 TABLE = "hive.default.t1"

@@ -10,12 +10,12 @@ import decimal
 
 import pyarrow.orc as pa_orc
 import pytest
+from model import table_by_row_id, tree, v1_bucket_property
 
 from acid_core.errors import AcidError, InvalidRowError
 from acid_core.merge import read_snapshot
 from acid_core.rowid import RowId
 from acid_core.writer import EmbeddedWriter
-from model import table_by_row_id, tree, v1_bucket_property
 
 COLUMNS = [("id", "int"), ("name", "string")]
 B0, B1 = v1_bucket_property(0), v1_bucket_property(1)

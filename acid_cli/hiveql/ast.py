@@ -13,7 +13,6 @@ import datetime
 import decimal
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Union
 
 from acid_core.pruning import Predicate
 
@@ -93,7 +92,7 @@ class Cast:
     type: str
 
 
-Literal = Union[None, bool, int, decimal.Decimal, str, datetime.date, datetime.datetime, Cast]
+Literal = None | bool | int | decimal.Decimal | str | datetime.date | datetime.datetime | Cast
 """A value in INSERT ... VALUES: NULL, TRUE/FALSE, an integer, a decimal.Decimal (a number with a point or exponent),
 a string, DATE '...' (datetime.date), TIMESTAMP '...' (datetime.datetime) or a CAST. The executor converts it to the
 column's type."""

@@ -7,7 +7,8 @@ the whole script, the line counted from 1 and the column from 0, as in Hive's Pa
 from __future__ import annotations
 
 import re
-from typing import Callable, NoReturn, Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from acid_cli.hiveql.ast import PartitionSpec, PartitionValue, Properties, TableName
 from acid_cli.hiveql.tokens import Token, TokenKind

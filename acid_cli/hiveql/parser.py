@@ -21,15 +21,43 @@ the column from 0, as in Hive's ParseException ("line 1:21 ...").
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
-from acid_cli.hiveql.ast import (AbortCompactions, AbortTransactions, AlterTableCompact, AlterTableSetProperties,
-                                 AlterTableUnsetProperties, CreateDatabase, CreateTable, DropDatabase, DropTable,
-                                 DescribeTable, EngineStatement, InsertValues, OrderItem, PartitionSpec,
-                                 ShowCompactions, ShowDatabases, ShowLocks, ShowPartitions, ShowTableProperties,
-                                 ShowTables, ShowTransactions, Statement, TableName, UseDatabase)
-from acid_cli.hiveql.cursor import (EXCERPT_LENGTH, RESERVED_WORDS, HiveQLSyntaxError, TokenCursor, describe,
-                                    excerpt, line_column)
+from acid_cli.hiveql.ast import (
+    AbortCompactions,
+    AbortTransactions,
+    AlterTableCompact,
+    AlterTableSetProperties,
+    AlterTableUnsetProperties,
+    CreateDatabase,
+    CreateTable,
+    DescribeTable,
+    DropDatabase,
+    DropTable,
+    EngineStatement,
+    InsertValues,
+    OrderItem,
+    PartitionSpec,
+    ShowCompactions,
+    ShowDatabases,
+    ShowLocks,
+    ShowPartitions,
+    ShowTableProperties,
+    ShowTables,
+    ShowTransactions,
+    Statement,
+    TableName,
+    UseDatabase,
+)
+from acid_cli.hiveql.cursor import (
+    EXCERPT_LENGTH,
+    RESERVED_WORDS,
+    HiveQLSyntaxError,
+    TokenCursor,
+    describe,
+    excerpt,
+    line_column,
+)
 from acid_cli.hiveql.literals import check_row_sizes, parse_row
 from acid_cli.hiveql.spark_sql import SparkSyntaxError, parse_tree
 from acid_cli.hiveql.tokens import Token, TokenizeError, TokenKind, tokenize

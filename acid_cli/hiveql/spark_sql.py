@@ -27,9 +27,23 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from acid_cli.hiveql.ast import (MergeDelete, MergeInsert, MergeUpdate, PartitionSpec, PartitionValue, SparkDelete,
-                                 SparkInsert, SparkMerge, SparkQuery, SparkStatement, SparkText, SparkUpdate,
-                                 TableName, TableRead, TableReference)
+from acid_cli.hiveql.ast import (
+    MergeDelete,
+    MergeInsert,
+    MergeUpdate,
+    PartitionSpec,
+    PartitionValue,
+    SparkDelete,
+    SparkInsert,
+    SparkMerge,
+    SparkQuery,
+    SparkStatement,
+    SparkText,
+    SparkUpdate,
+    TableName,
+    TableRead,
+    TableReference,
+)
 from acid_core.errors import UsageError
 from acid_core.pruning import Predicate
 from spark_jobs.pruning import expression_predicate, plain_strings

@@ -11,8 +11,7 @@ from __future__ import annotations
 from acid_cli.hiveql.ast import Column
 from acid_cli.hiveql.cursor import TokenCursor
 from acid_cli.hiveql.tokens import Token, TokenKind
-from acid_core.types import (DEFAULT_DECIMAL, MAX_CHAR_LENGTH, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LENGTH,
-                             hive_field_name)
+from acid_core.types import DEFAULT_DECIMAL, MAX_CHAR_LENGTH, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LENGTH, hive_field_name
 from acid_core.types import parse_type as parse_type_name
 
 SIMPLE_TYPES = {"TINYINT": "tinyint", "SMALLINT": "smallint", "INT": "int", "INTEGER": "int", "BIGINT": "bigint",

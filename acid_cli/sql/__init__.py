@@ -11,7 +11,8 @@ Imports point one way: this module -> session -> engine -> results; ddl, admin a
 from __future__ import annotations
 
 import sys
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 from acid_cli.hiveql import ast, parse_script
 from acid_cli.sql import admin, ddl, dml

@@ -18,14 +18,14 @@ a compaction task's.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from acid_core.compaction.attempt import Result
+from acid_core.compaction.codes import CompactionType
 from acid_core.compaction.worker import CompactionWorker, Runner
 from acid_core.errors import AcidError, CompactionStateError, UsageError, one_line_cause
 from acid_core.metastore import Metastore
-from acid_core.compaction.codes import CompactionType
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.engine import outage_counts
 

@@ -61,7 +61,7 @@ class Cursor:
         return f"{self.timestamp_ms}:{self.txn_id}"
 
     @classmethod
-    def parse(cls, text: str) -> "Cursor":
+    def parse(cls, text: str) -> Cursor:
         """`<ms>:<txn id>`, or a plain millisecond time (a poll's start, as earlier versions stored it).
 
         Raises:

@@ -12,15 +12,19 @@ Never touches a path outside the partition location and never follows a symbolic
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from acid_core.errors import AcidError, CompactionStateError, NoSuchObjectError, PathOutsideTableError, UsageError
 from acid_core.fs import FileSystem, ensure_inside, is_absolute_location
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import (CLEANER_MAX_ATTEMPTS, CLEANER_RETRY_RETENTION_MS, CompactionInfo,
-                                             CompactionState)
+from acid_core.metastore.compactions import (
+    CLEANER_MAX_ATTEMPTS,
+    CLEANER_RETRY_RETENTION_MS,
+    CompactionInfo,
+    CompactionState,
+)
 from acid_core.metastore.txns import full_table_name
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import LONG_MAX, ValidCleanerWriteIdList, ValidTxnList

@@ -18,7 +18,7 @@ class CompactionType(str, enum.Enum):
     ABORT_TXN_CLEANUP = "c"
 
     @classmethod
-    def parse(cls, text: str) -> "CompactionType":
+    def parse(cls, text: str) -> CompactionType:
         """`major` / `minor` / `rebalance` (any case), as ALTER TABLE ... COMPACT takes them."""
         try:
             return REQUESTABLE_TYPES[text.strip().lower()]
@@ -70,7 +70,7 @@ class CompactionState(str, enum.Enum):
                 "a": "did not initiate", "c": "refused", "x": "aborted"}[self.value]
 
     @classmethod
-    def parse(cls, text: str) -> "CompactionState":
+    def parse(cls, text: str) -> CompactionState:
         for state in cls:
             if text.strip().lower() in (state.display, state.name.lower()):
                 return state

@@ -16,8 +16,8 @@ in events.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -29,12 +29,23 @@ from acid_core.delete_events import DeleteCursor, valid_write_id_mask, without_d
 from acid_core.fs import FileSystem
 from acid_core.layout import COMPACTION_PARTS_DIR, bucket_file_name, compaction_part_name
 from acid_core.merge import KEY_COLUMNS, SnapshotReader, conform_columns
-from acid_core.read_plan import ReadPlan, source_lower_bound
-from acid_core.rowid import encode_bucket
 from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
 from acid_core.orc_concat import concatenate
-from acid_core.orc_events import (ACID_VERSION, BATCH_ROWS, CURRENT_WRITE_ID, DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS,
-                                  KEY_INDEX_KEY, STATS_KEY, VERSION_KEY, AcidStats, EventFile)
+from acid_core.orc_events import (
+    ACID_VERSION,
+    BATCH_ROWS,
+    CURRENT_WRITE_ID,
+    DELETE_OPERATION,
+    INSERT_OPERATION,
+    KEY_FIELDS,
+    KEY_INDEX_KEY,
+    STATS_KEY,
+    VERSION_KEY,
+    AcidStats,
+    EventFile,
+)
+from acid_core.read_plan import ReadPlan, source_lower_bound
+from acid_core.rowid import encode_bucket
 from acid_core.sorted_merge import merge_sorted
 from acid_core.types import arrow_struct
 
@@ -61,7 +72,7 @@ class _Counters:
     kept: RowIdCounter
 
     @classmethod
-    def make(cls, *, checksums: bool) -> "_Counters":
+    def make(cls, *, checksums: bool) -> _Counters:
         return cls(*(RowIdCounter(checksums=checksums) for _ in range(3)))
 
     @property

@@ -14,21 +14,36 @@ from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
 
-from acid_core.errors import (AcidError, DirectoryVanishedError, MetastoreError, NoSuchObjectError,
-                              NotEnoughHistoryError, UsageError)
+from acid_core.compaction.candidates import (
+    ABORTED_THRESHOLD,
+    ABORTED_TIME_THRESHOLD_MS,
+    BUDGET_DEFERRED,
+    CHECK_SLACK_MS,
+    FETCH_SIZE,
+    MAX_FETCH_SIZE,
+    Candidate,
+    Cursor,
+    find_candidates,
+    read_candidates,
+)
+from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS
+from acid_core.compaction.pools import DEFAULT_POOL, pool_of
+from acid_core.errors import (
+    AcidError,
+    DirectoryVanishedError,
+    MetastoreError,
+    NoSuchObjectError,
+    NotEnoughHistoryError,
+    UsageError,
+)
 from acid_core.layout import parse_bucket_file
+from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import DatabaseInfo, TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.compaction.candidates import (ABORTED_THRESHOLD, ABORTED_TIME_THRESHOLD_MS, BUDGET_DEFERRED,
-                                             CHECK_SLACK_MS, FETCH_SIZE, MAX_FETCH_SIZE, Candidate, Cursor,
-                                             find_candidates, read_candidates)
-from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS
-from acid_core.compaction.pools import DEFAULT_POOL, pool_of
 from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY
 from acid_core.metastore.txns import full_table_name
-from acid_core.locations import data_location
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList
 

@@ -13,7 +13,7 @@ database's, then what the launcher was configured with (the operator's `conf`), 
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from collections.abc import Mapping
 
 from acid_core.metastore.properties import PYSPARK_MEMORY_CONF, spark_conf_of, spark_memory_mib
 

@@ -21,21 +21,19 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from acid_core.compaction.codes import CompactionType
-from acid_core.fs import FileSystem, path_of
-from acid_core.layout import (VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name,
-                              parse_directory)
 from acid_core.delete_events import Key
-from acid_core.read_plan import DeleteSource, InsertSource, ReadPlan, file_bucket, plan_read, source_bucket
+from acid_core.fs import FileSystem, path_of
+from acid_core.layout import VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name, parse_directory
 from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.orc_concat import stripe_row_counts
 from acid_core.orc_events import KEY_FIELDS, Column, EventFile
+from acid_core.read_plan import DeleteSource, InsertSource, ReadPlan, file_bucket, plan_read, source_bucket
 from acid_core.state import DirectoryState
 from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList
-
 
 MAX_SPLIT_PARTS = 256  # parts of one bucket's split major compaction
 MIN_PART_ROWS = 1_000_000  # a bucket is split to use idle task slots only into parts of at least this many rows

@@ -14,8 +14,8 @@ name an Airflow DAG and pool. Imports nothing heavy: DAG files use it at parse t
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from acid_core.errors import InvalidPoolNameError, UsageError
 

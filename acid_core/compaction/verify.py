@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -88,10 +89,10 @@ class Tally:
     events: int = 0
     checksum: int = 0
 
-    def __add__(self, other: "Tally") -> "Tally":
+    def __add__(self, other: Tally) -> Tally:
         return Tally(self.events + other.events, (self.checksum + other.checksum) & _MASK)
 
-    def __sub__(self, other: "Tally") -> "Tally":
+    def __sub__(self, other: Tally) -> Tally:
         return Tally(self.events - other.events, (self.checksum - other.checksum) & _MASK)
 
     def describe(self, *, checksums: bool = True, noun: str = " events") -> str:
@@ -288,7 +289,7 @@ def file_figures(fs: FileSystem, path: str, checker: FileChecker, *, directory: 
     return FileFigures(directory, checker.bucket, part, expected, found, checker.checksums, checker.strict)
 
 
-def verify_output(fs: FileSystem, plan: "CompactionPlan", results: Sequence) -> int:
+def verify_output(fs: FileSystem, plan: CompactionPlan, results: Sequence) -> int:
     """Compare the figures the tasks returned (`results`: their BucketResults) with each other and with the result
     directories' listings, after the parts of split buckets were joined and before anything is renamed or committed.
     Returns the number of bucket files verified.

@@ -15,25 +15,29 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from acid_core.compaction.attempt import Result, before_run
-from acid_core.compaction.execute import BucketResult, join_parts, run_bucket
-from acid_core.compaction.verify import verification_enabled, verify_output
-from acid_core.compaction.plan import (CompactionPlan, build_plan, enough_to_compact, is_leftover_of,
-                                       is_output_of_attempt)
-from acid_core.errors import (AcidError, CompactionStateError, MetastoreUnavailableError, UsageError,
-                              one_line_cause)
-from acid_core.fs import FileSystem
 from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType
+from acid_core.compaction.execute import BucketResult, join_parts, run_bucket
+from acid_core.compaction.plan import (
+    CompactionPlan,
+    build_plan,
+    enough_to_compact,
+    is_leftover_of,
+    is_output_of_attempt,
+)
+from acid_core.compaction.verify import verification_enabled, verify_output
+from acid_core.errors import AcidError, CompactionStateError, MetastoreUnavailableError, UsageError, one_line_cause
+from acid_core.fs import FileSystem
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, ParsedDelta, parse_directory
 from acid_core.locations import data_location
-from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import StagingRecord, TxnType, full_table_name
+from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 
@@ -213,7 +217,7 @@ class CompactionWorker:
             for attempt in started:
                 attempt.stop.set()
 
-    def _start(self, attempt: "_Attempt") -> None:
+    def _start(self, attempt: _Attempt) -> None:
         """Open the compactor transaction (heartbeated) and prepare the plan; a compaction that ends here (refused,
         nothing to merge) gets its outcome, one that fails its error."""
         info = attempt.info
@@ -248,12 +252,12 @@ class CompactionWorker:
                 found.append(exc)
         return found
 
-    def _failed(self, attempt: "_Attempt", error: BaseException) -> None:
+    def _failed(self, attempt: _Attempt, error: BaseException) -> None:
         attempt.error = error if isinstance(error, Exception) else AcidError(f"interrupted: {error!r}")
         attempt.stop.set()
         self._fail(attempt.info, attempt.txn_id, error)
 
-    def _heartbeat(self, attempt: "_Attempt") -> None:
+    def _heartbeat(self, attempt: _Attempt) -> None:
         """Keep the compactor transaction alive while tasks run (Hive's worker heartbeats too), so housekeeping does
         not time it out under a long compaction.
 
@@ -289,7 +293,7 @@ class CompactionWorker:
                     failing_since = None
                 renewed = time.monotonic()
 
-    def _lose(self, attempt: "_Attempt", reason: str) -> None:
+    def _lose(self, attempt: _Attempt, reason: str) -> None:
         attempt.lost = reason
         _log.error("compaction %d: %s; stopping it", attempt.info.id, reason)
         cancel = getattr(self.runner, "cancel", None)
@@ -299,7 +303,7 @@ class CompactionWorker:
             except Exception as exc:  # the tasks then run to their end and the attempt fails after them
                 _log.warning("compaction %d: could not cancel its tasks: %s", attempt.info.id, one_line_cause(exc))
 
-    def _prepare(self, info: CompactionInfo, txn_id: int) -> "Outcome | _Prepared":
+    def _prepare(self, info: CompactionInfo, txn_id: int) -> Outcome | _Prepared:
         """Everything before the tasks run: lock, snapshot, directory state, plan, hidden result directories. An
         Outcome when the compaction ends here (refused, nothing to merge)."""
         store = self.metastore
@@ -345,7 +349,7 @@ class CompactionWorker:
             fs.make_dirs(fs.join(location, temp))
         return _Prepared(info, txn_id, plan, state, fs, location)
 
-    def _finish(self, prepared: "_Prepared", results: Sequence[BucketResult]) -> Outcome:
+    def _finish(self, prepared: _Prepared, results: Sequence[BucketResult]) -> Outcome:
         """Everything after the tasks ran: parts joined, the output verified (unless the table's compactor.verify is
         'false'), format files, renames, ready for cleaning, commit.
 

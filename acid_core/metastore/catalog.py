@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from acid_core.errors import (AlreadyExistsError, DuplicateKeyError, InvalidNameError, MetastoreError,
-                              NoSuchObjectError, NotTransactionalError)
+from acid_core.errors import (
+    AlreadyExistsError,
+    DuplicateKeyError,
+    InvalidNameError,
+    MetastoreError,
+    NoSuchObjectError,
+    NotTransactionalError,
+)
 from acid_core.fs import is_absolute_location
 from acid_core.layout import parse_partition_dir_name, partition_dir_name
 from acid_core.metastore import properties

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Collection, Iterable, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -18,11 +18,11 @@ from sqlalchemy.engine import Connection
 from acid_core.compaction.codes import QUEUE_STATES, CompactionState, CompactionType, check_number_of_buckets
 from acid_core.compaction.pools import DEFAULT_POOL, check_pool_name, pool_of
 from acid_core.errors import CompactionStateError, MetastoreError, UsageError
+from acid_core.metastore import holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import Catalog, check_identifier
 from acid_core.metastore.engine import NOT_DONE, Database
 from acid_core.metastore.properties import spark_conf_of
-from acid_core.metastore import holds
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation, TxnStore, TxnType
 from acid_core.validity import ValidTxnList
 

@@ -15,10 +15,11 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -133,7 +134,7 @@ class Identity:
     host: str
 
     @classmethod
-    def current(cls) -> "Identity":
+    def current(cls) -> Identity:
         try:
             user = getpass.getuser()
         except (KeyError, OSError):

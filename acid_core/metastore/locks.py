@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection

@@ -20,7 +20,7 @@ the value and what is allowed. Cost: linear in the number of properties; no I/O.
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from acid_core.compaction.pools import POOL_PROPERTY, check_pool_name
 from acid_core.errors import InvalidPoolNameError, InvalidPropertyError, NoSuchObjectError

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from sqlalchemy import (BigInteger, CHAR, Column, ForeignKey, Integer, MetaData, PrimaryKeyConstraint, String, Table,
-                        Text, UniqueConstraint)
+from sqlalchemy import (
+    CHAR,
+    BigInteger,
+    Column,
+    ForeignKey,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 metadata = MetaData()
 

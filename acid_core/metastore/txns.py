@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from acid_core.errors import (MetastoreError, NoSuchTxnError, TxnAbortedError, TxnStateError, WriteConflictError)
-from acid_core.metastore import schema as s
+from acid_core.errors import MetastoreError, NoSuchTxnError, TxnAbortedError, TxnStateError, WriteConflictError
 from acid_core.metastore import holds
+from acid_core.metastore import schema as s
 from acid_core.metastore.engine import NOT_DONE, Database
 from acid_core.metastore.schema import TXN_ABORTED, TXN_COMMITTED, TXN_OPEN
 from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList

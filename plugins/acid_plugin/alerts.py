@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk.bases.notifier import BaseNotifier
 
@@ -97,9 +98,10 @@ def configured_rules():
     Raises:
         ValueError: the configuration is not a JSON object of rules, or names an unknown rule or a bad threshold.
     """
+    from airflow.sdk import Variable
+
     from acid_core.alerts import rules_with
     from acid_core.errors import UsageError
-    from airflow.sdk import Variable
 
     text, where = Variable.get(RULES_VARIABLE, default=None), f"Airflow Variable {RULES_VARIABLE}"
     if not text:
@@ -121,8 +123,9 @@ def send_escalations(context: dict[str, Any] | None, found, *, conn_id: str) -> 
     """Send the rule alerts in `found` whose level rose since the last call for this metastore connection
     (`acid_core.alerts.escalations`), and remember the levels (the Variable `acid_alert_levels.<conn_id>`, written
     only when they change). A rule that cleared is logged. Returns the alerts sent."""
-    from acid_core.alerts import escalations
     from airflow.sdk import Variable
+
+    from acid_core.alerts import escalations
 
     key = f"{LEVELS_VARIABLE}.{conn_id}"
     try:

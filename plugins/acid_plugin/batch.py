@@ -27,12 +27,19 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from acid_plugin.operators import (AcidCompactionOperator, _summary, _worker_id, compact_job_path,
-                                   quiet_driver_java_options)
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from acid_plugin.operators import (
+    AcidCompactionOperator,
+    _summary,
+    _worker_id,
+    compact_job_path,
+    quiet_driver_java_options,
+)
 
 FOLLOW_SECONDS = 1.0  # how often the task reads what its driver recorded (metrics and alerts as compactions end)
 
@@ -376,8 +383,9 @@ def _id_ranges(ids: list[int]) -> str:
 def _describe_batch_events(context, outlets, compacted) -> None:
     """The `acid_compacted` outlet's `extra` lists the compacted entries; through an `AssetAlias` outlet each table
     gets one event listing its own."""
-    from acid_plugin.assets import table_asset
     from airflow.sdk import Asset, AssetAlias
+
+    from acid_plugin.assets import table_asset
 
     extras = [{"database": e.database, "table": e.table, "partition": e.partition, "compaction_id": e.id,
                "type": e.type.display} for e in compacted]

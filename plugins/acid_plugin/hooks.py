@@ -17,7 +17,8 @@ a command line, a URL or a log line.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.bases.hook import BaseHook
 

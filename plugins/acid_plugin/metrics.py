@@ -13,7 +13,8 @@ NoStatsLogger).
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from acid_core.metrics import COMPACTION_OUTCOMES, RUN_COUNTERS, metric_name
 

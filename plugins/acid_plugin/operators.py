@@ -23,7 +23,8 @@ import socket
 import sys
 import tempfile
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
@@ -296,8 +297,9 @@ def _describe_events(context, outlets, entry) -> None:
     """What this success's asset events say: the `acid_compacted` outlet's `extra` names the compaction, and through
     an `AssetAlias` outlet (`acid_plugin.assets.COMPACTED_TABLES`) the table's own asset gets an event with the same
     `extra` (Airflow 3 outlet events)."""
-    from acid_plugin.assets import table_asset
     from airflow.sdk import Asset, AssetAlias
+
+    from acid_plugin.assets import table_asset
 
     extra = {"database": entry.database, "table": entry.table, "partition": entry.partition,
              "compaction_id": entry.id, "type": entry.type.display}

@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
-from acid_core.compaction.pools import POOL_NAME_PATTERN, check_pool_name
 from airflow.sdk import Param
+
+from acid_core.compaction.pools import POOL_NAME_PATTERN, check_pool_name
 
 # A Hive identifier, as acid_core.metastore.catalog.check_identifier takes one (that module is too heavy to import
 # at parse time; tests/airflow/test_trigger_forms.py checks that the two agree).

@@ -10,7 +10,7 @@ it at parse time (the environment only; no database).
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from acid_core.compaction.pools import DEFAULT_POOL, POOLS_VARIABLE, PoolSetting, parse_pools
 from acid_core.errors import UsageError

@@ -39,9 +39,8 @@ if str(ROOT / "plugins") not in sys.path:
 @pytest.fixture(scope="session")
 def airflow_db():
     """Airflow's own database, created once per run from the ORM (no migrations replayed); removed at the end."""
-    from airflow.utils import db
-
     from airflow.models.pool import Pool
+    from airflow.utils import db
 
     db.initdb()
     Pool.create_or_update_pool("acid_compaction", slots=1, description="hive.compactor.worker.threads",

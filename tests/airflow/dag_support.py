@@ -6,13 +6,13 @@ Imported as a top-level module (pytest puts `tests/airflow` on `sys.path`, as fo
 
 from __future__ import annotations
 
-from committed_writes import insert  # noqa: F401  (re-exported to the tests)
-
 import json
 import os
 import stat
 import sys
 from pathlib import Path
+
+from committed_writes import insert  # noqa: F401  (re-exported to the tests)
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = (("id", "int"), ("name", "string"))

@@ -65,10 +65,9 @@ class StatsdListener:
 @contextlib.contextmanager
 def metrics_to(listener: StatsdListener):
     """Airflow's metrics on, as StatsD to `listener`, for the duration; off again afterwards."""
+    from acid_plugin.metrics import close_client
     from airflow.sdk.observability import stats
     from airflow.sdk.observability.metrics import stats_utils
-
-    from acid_plugin.metrics import close_client
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AIRFLOW__METRICS__STATSD_ON", "True")

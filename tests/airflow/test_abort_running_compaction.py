@@ -22,7 +22,6 @@ import threading
 import time
 
 import pytest
-
 from dag_support import COLUMNS, asset_events, dirs, insert, returned, returned_all, task_states
 from statsd_support import StatsdListener, metrics_to
 

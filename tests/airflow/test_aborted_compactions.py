@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
 from statsd_support import StatsdListener, metrics_to
 

@@ -13,7 +13,6 @@ import time
 
 import psutil
 import pytest
-
 from dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]

@@ -20,11 +20,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from dag_support import COLUMNS, dirs, insert, returned
 from processes import kill_session
-from standalone_cluster import (build_executor_env, cannot_import, clean_environment, plain_python, shared_build_dir,
-                                standalone_cluster)
+from standalone_cluster import (
+    build_executor_env,
+    cannot_import,
+    clean_environment,
+    plain_python,
+    shared_build_dir,
+    standalone_cluster,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import json
-
 import pytest
-
 from dag_support import COLUMNS, dirs, returned
 
 pytestmark = pytest.mark.airflow
@@ -112,8 +110,9 @@ def test_hook_takes_the_credentials_from_the_login_and_password_fields(monkeypat
 
 
 def test_hook_refuses_a_password_in_the_host(monkeypatch):
-    from acid_core.errors import MetastoreError
     from acid_plugin.hooks import AcidMetastoreHook
+
+    from acid_core.errors import MetastoreError
 
     monkeypatch.setenv("AIRFLOW_CONN_ACID_HOOK_TEST", json.dumps(
         {"conn_type": "generic", "host": "postgresql+psycopg2://acid:leaked@db.example/acid"}))
@@ -144,9 +143,9 @@ def test_housekeeping_dag_aborts_timed_out_txn(acid_connection, make_ms, dagbag)
 def test_housekeeping_dag_honours_txn_timeout_and_history_params(acid_connection, make_ms, dagbag):
     import time
 
-    from acid_core.metastore.compactions import CompactionType
-
     from queue_tables import ensure_table
+
+    from acid_core.metastore.compactions import CompactionType
 
     ms = make_ms()
     ensure_table(ms, "default", "t", None)

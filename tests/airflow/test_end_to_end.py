@@ -16,7 +16,6 @@ import sys
 import time
 
 import pytest
-
 from dag_support import COLUMNS, ROOT, asset_events, dirs, returned, returned_all, task_states
 from processes import kill_session
 

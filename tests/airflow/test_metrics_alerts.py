@@ -15,12 +15,10 @@ import re
 import time
 
 import pytest
-
-from dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
 import statsd_support
-from readme_metrics import documented_metrics
-
 from airflow.sdk.bases.notifier import BaseNotifier
+from dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
+from readme_metrics import documented_metrics
 
 # Airflow's own stats.initialize (airflow.sdk._shared.observability.metrics.stats, run again by airflow.sdk.serde)
 # drops a StatsD client without closing its socket.
@@ -64,10 +62,9 @@ class StatsdListener(statsd_support.StatsdListener):
 @pytest.fixture(scope="module")
 def statsd(tmp_path_factory):
     """Airflow's metrics on, to a listener of this module; the notifier records to a file. Undone at the end."""
+    from acid_plugin.metrics import close_client
     from airflow.sdk.observability import stats
     from airflow.sdk.observability.metrics import stats_utils
-
-    from acid_plugin.metrics import close_client
 
     listener = StatsdListener()
     alerts = tmp_path_factory.mktemp("alerts") / "alerts.jsonl"
@@ -267,10 +264,11 @@ def test_threshold_rules_alert_once_per_level_with_the_partition_and_the_deploym
 
 @pytest.mark.airflow
 def test_every_counter_and_timer_reaches_the_wire_under_its_documented_name_and_type_tag(statsd):
+    from acid_plugin.metrics import emit_cleaning, emit_compaction, emit_metastore_outages
+
     from acid_core.compaction.cleaner import CleanResult
     from acid_core.metastore.engine import outage_counts
     from acid_core.metrics import COMPACTION_OUTCOMES, all_metrics
-    from acid_plugin.metrics import emit_cleaning, emit_compaction, emit_metastore_outages
 
     start = len(statsd.lines)
     run = {"duration_seconds": 1.5, "events_read": 10, "events_written": 8, "bytes_read": 100, "bytes_written": 80,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from dag_support import COLUMNS, insert
 
 pytestmark = pytest.mark.airflow
@@ -47,8 +46,9 @@ def test_credentials_of_the_aws_connection_reach_spark_submit_by_environment_onl
 
 def test_an_unknown_or_half_aws_connection_is_refused_by_name(acid_connection, metastore_url, warehouse,
                                                                monkeypatch):
-    from acid_core.errors import MetastoreError
     from acid_plugin.hooks import AcidMetastoreHook
+
+    from acid_core.errors import MetastoreError
 
     _point_at_credentials(monkeypatch, metastore_url, warehouse, "aws_missing")
     with pytest.raises(MetastoreError, match="aws_conn_id 'aws_missing' names no connection"):

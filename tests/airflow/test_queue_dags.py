@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from dag_support import COLUMNS, asset_events, insert, returned, returned_all, task_states
 
 pytestmark = pytest.mark.airflow
@@ -150,8 +149,9 @@ def _other_workers(ms, *, claim: int, compact: int):
     """An Airflow listener: when a worker run has counted the waiting compactions, other workers act before its
     `compact` task starts — entry `claim` is claimed by a task of another run (still running), `compact` is
     compacted by another."""
-    from acid_core.compaction.worker import CompactionWorker
     from airflow.listeners import hookimpl
+
+    from acid_core.compaction.worker import CompactionWorker
 
     class OtherWorkers:
         @hookimpl
@@ -166,8 +166,9 @@ def _other_workers(ms, *, claim: int, compact: int):
 def test_worker_runs_do_not_run_one_entry_twice(acid_connection, make_ms, dagbag, no_spark):
     """Entries counted by this run but claimed or compacted by another worker meanwhile are not taken: the worker
     finds nothing waiting, is skipped, and submits nothing (no spark-submit: it would have failed)."""
-    from acid_core.metastore.compactions import CompactionState, CompactionType
     from airflow.sdk.listener import get_listener_manager
+
+    from acid_core.metastore.compactions import CompactionState, CompactionType
 
     ms = make_ms()
     _partitioned(ms, "sales", ["a", "b"])

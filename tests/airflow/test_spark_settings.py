@@ -9,7 +9,6 @@ import json
 import sys
 
 import pytest
-
 from dag_support import COLUMNS, insert, task_states
 
 pytestmark = pytest.mark.airflow

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from dag_support import COLUMNS, insert, returned, returned_all, task_states
 
 COMPACT = {"database": "default", "partition": None, "type": "major", "number_of_buckets": None,

@@ -13,7 +13,6 @@ import os
 import secrets
 
 import pytest
-
 from dag_support import task_states
 
 pytestmark = pytest.mark.airflow
@@ -145,9 +144,10 @@ def test_the_identifier_pattern_is_the_catalogs_rule():
     DAG file is parsed)."""
     import re
 
+    from acid_plugin.params import IDENTIFIER, MAX_IDENTIFIER
+
     from acid_core.errors import AcidError
     from acid_core.metastore.catalog import check_identifier
-    from acid_plugin.params import IDENTIFIER, MAX_IDENTIFIER
 
     def catalog_takes(name: str) -> bool:
         try:
@@ -163,8 +163,9 @@ def test_the_identifier_pattern_is_the_catalogs_rule():
 
 def test_the_tasks_own_checks_apply_the_same_rules_in_words():
     """Should a run be made without the trigger's validation, the task refuses by the same rules, in words."""
-    from acid_core.errors import InvalidPoolNameError
     from acid_plugin.params import Bounds, check_partition, check_pool
+
+    from acid_core.errors import InvalidPoolNameError
 
     with pytest.raises(ValueError, match=r"^partition 'day 2026-11-01' is malformed: expected key=value\[/key="):
         check_partition("day 2026-11-01")

@@ -17,9 +17,9 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 JAVA_SOURCE = Path(__file__).with_name("HiveAcidHarness.java")
 MAIN_CLASS = "HiveAcidHarness"
@@ -71,7 +71,7 @@ class HiveSnapshot:
     compactor: bool = False
 
     @classmethod
-    def from_write_ids(cls, write_ids: str | None, *, compactor: bool = False) -> "HiveSnapshot":
+    def from_write_ids(cls, write_ids: str | None, *, compactor: bool = False) -> HiveSnapshot:
         """Translate a Hive 3 ValidWriteIdList string `table:hwm:minOpen:open:aborted` (None = all committed)."""
         if write_ids is None or write_ids == "":
             return cls(compactor=compactor)
@@ -125,7 +125,7 @@ class HiveHarness:
         self.jvm_starts = 0
 
     @classmethod
-    def compile(cls, build_dir: Path, *, jars_dir: Path | None = None, timeout: float = 120.0) -> "HiveHarness":
+    def compile(cls, build_dir: Path, *, jars_dir: Path | None = None, timeout: float = 120.0) -> HiveHarness:
         """Compile HiveAcidHarness.java into `build_dir` against the wheel's jars.
 
         Raises:

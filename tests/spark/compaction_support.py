@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+from processes import kill_session
 
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
@@ -20,7 +21,6 @@ from acid_core.metastore.locks import LockType
 from acid_core.metastore.txns import Operation, full_table_name
 from acid_core.rowid import RowId
 from acid_core.table_write import TableWrite
-from processes import kill_session
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 COLUMNS = (("id", "bigint"), ("name", "string"), ("amount", "double"))
@@ -41,7 +41,7 @@ class AcidTable:
     database: str = "default"
 
     @classmethod
-    def create(cls, metastore: Metastore, name: str) -> "AcidTable":
+    def create(cls, metastore: Metastore, name: str) -> AcidTable:
         metastore.catalog.create_table("default", name, list(COLUMNS), partition_keys=[("p", "int")],
                                        params={"transactional": "true"})
         return cls(metastore, name)

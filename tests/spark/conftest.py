@@ -13,7 +13,7 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def spark(s3_server) -> Iterator["SparkSession"]:  # noqa: F821  (pyspark is imported lazily, only when a Spark test runs)
+def spark(s3_server) -> Iterator[SparkSession]:  # noqa: F821  (pyspark is imported lazily, only when a Spark test runs)
     """The session's Python workers inherit the JVM's environment, which is this process's when the session starts:
     the S3 server's is put there first, so tests with the warehouse on S3 (`s3_warehouse`) can share the session."""
     import os

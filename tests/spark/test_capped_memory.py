@@ -32,7 +32,6 @@ from big_partition import build, digest  # noqa: E402
 from capped_jobs import MEMORY_SIGNS  # noqa: E402
 
 from acid_core.fs import FileSystem  # noqa: E402
-
 from acid_core.metastore import Metastore  # noqa: E402
 from acid_core.orc_concat import stripe_row_counts  # noqa: E402
 

@@ -12,6 +12,19 @@ import subprocess
 import time
 
 import pytest
+from compaction_support import (
+    ROOT,
+    ROW_ID_COLUMNS,
+    WORKER_TIMEOUT_MS,
+    AcidTable,
+    compact_command,
+    compact_environment,
+    fingerprint,
+    hidden_entries,
+    kill_session,
+    make_rows,
+    run_compact,
+)
 
 from acid_core.compaction.worker import REFUSED_MESSAGE, CompactionWorker, local_runner
 from acid_core.layout import ACID_FORMAT_FILE
@@ -19,8 +32,6 @@ from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.engine import ManualClock
 from acid_core.state import get_acid_state
-from compaction_support import (ROOT, ROW_ID_COLUMNS, WORKER_TIMEOUT_MS, AcidTable, compact_command,
-                                compact_environment, fingerprint, hidden_entries, kill_session, make_rows, run_compact)
 
 pytestmark = pytest.mark.spark
 

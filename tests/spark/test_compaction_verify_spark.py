@@ -7,6 +7,7 @@ import logging
 import re
 
 import pytest
+from model import table_by_row_id, tree
 
 from acid_core.compaction.verify import CompactionVerificationError
 from acid_core.compaction.worker import CompactionWorker
@@ -14,7 +15,6 @@ from acid_core.merge import read_snapshot
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.rowid import RowId
 from acid_core.table_write import TableWrite
-from model import table_by_row_id, tree
 from spark_jobs import compact
 
 pytestmark = pytest.mark.spark

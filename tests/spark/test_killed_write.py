@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
+from compaction_support import ROOT, compact_environment
+from processes import kill_session
 
 from acid_core.housekeeping import housekeep
 from acid_core.layout import parse_write_staging_name
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
-from compaction_support import ROOT, compact_environment
-from processes import kill_session
 
 pytestmark = pytest.mark.spark
 

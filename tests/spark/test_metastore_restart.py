@@ -12,15 +12,22 @@ import threading
 import time
 
 import pytest
+from compaction_support import (
+    ROOT,
+    AcidTable,
+    compact_command,
+    compact_environment,
+    hidden_entries,
+    kill_session,
+    make_rows,
+)
+from pg_server import PostgresServer
 
 from acid_core.compaction.cleaner import clean
 from acid_core.errors import AcidError
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.streaming import StreamingConnection
-from compaction_support import (ROOT, AcidTable, compact_command, compact_environment, hidden_entries, kill_session,
-                                make_rows)
-from pg_server import PostgresServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 DOWN_SECONDS = 10

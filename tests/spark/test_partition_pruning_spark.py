@@ -13,6 +13,7 @@ import os
 import posixpath
 
 import pytest
+from test_sql_engine import run  # the statement runner of the acid sql engine tests
 
 import spark_jobs.read
 from acid_cli.sql.session import Session
@@ -20,7 +21,6 @@ from acid_core.fs import FileSystem
 from acid_core.merge import read_snapshot
 from acid_core.table_write import TableWrite
 from spark_jobs import write
-from test_sql_engine import run  # the statement runner of the acid sql engine tests
 
 pytestmark = pytest.mark.spark
 

@@ -15,8 +15,17 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import (ArrayType, DecimalType, IntegerType, LongType, MapType, StringType, StructField,
-                               StructType, TimestampNTZType)
+from pyspark.sql.types import (
+    ArrayType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+)
 
 from acid_core.bucketing import bucket_function
 from acid_core.errors import MetastoreError, NotTransactionalError, PathOutsideTableError, SchemaMismatchError
@@ -27,10 +36,22 @@ from acid_core.orc_events import INSERT_OPERATION, EventFileWriter, parse_column
 from acid_core.rowid import RowId, encode_bucket
 from acid_core.streaming import StreamingConnection
 from acid_core.writer import EmbeddedWriter
-from spark_jobs.read import (_conform_array, hive_type_to_spark, leased_snapshot, plan_table_read, read_table,
-                             table_schema)
-from spark_jobs.session import (DEFAULT_CONF, REPOSITORY_ROOT, SparkSetupError, check_pyspark_versions, resolve_master,
-                                 session_conf)
+from spark_jobs.read import (
+    _conform_array,
+    hive_type_to_spark,
+    leased_snapshot,
+    plan_table_read,
+    read_table,
+    table_schema,
+)
+from spark_jobs.session import (
+    DEFAULT_CONF,
+    REPOSITORY_ROOT,
+    SparkSetupError,
+    check_pyspark_versions,
+    resolve_master,
+    session_conf,
+)
 
 pytestmark = pytest.mark.spark
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from test_compaction import check_result_directory, directories, make_table, read_rows, write_history
 
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.metastore.compactions import CompactionType
 from acid_core.metastore.txns import Operation
 from spark_jobs.compact import SparkRunner
-from test_compaction import check_result_directory, directories, make_table, read_rows, write_history
 
 pytestmark = pytest.mark.spark
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 
 import pytest
-
-from acid_core.metastore.compactions import CompactionState, CompactionType
 from compaction_support import AcidTable, make_rows, run_compact
 from standalone_cluster import standalone_cluster as start_cluster
+
+from acid_core.metastore.compactions import CompactionState, CompactionType
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

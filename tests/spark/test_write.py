@@ -231,9 +231,9 @@ def test_a_delete_task_writes_its_files_batch_by_batch_in_key_order(spark, store
     """Arrow batches of 7 rows: each delete task gets its (partition, bucket) groups sorted by Spark across many
     batches and writes each file as they come; every file holds its events in key order, each key once."""
     import glob
+    from decimal import Decimal as D
 
     import pyarrow.orc as pa_orc
-    from decimal import Decimal as D
 
     rows = [(i, f"n{i}", D(i), f"d{i % 3}") for i in range(300)]
     write.insert(store, "default", "parts", frame(spark, rows, with_ds=True).repartition(4))

@@ -159,7 +159,7 @@ def test_worker_ids_link_to_their_task_instance(as_admin, tables, ui_airflow_db)
         "database": "default", "table": "events", "wait": False})
     with create_session() as session:
         ti = session.query(TaskInstance).filter_by(dag_id="acid_compact", run_id=run.run_id, task_id="compact").one()
-        ti.try_number, ti.start_date = 1, dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)
+        ti.try_number, ti.start_date = 1, dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
     from acid_core.metastore import Metastore
 
     ms = Metastore(tables["url"], warehouse=tables["warehouse"])

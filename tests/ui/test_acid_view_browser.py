@@ -92,9 +92,10 @@ def artifacts(tmp_path_factory):
 def airflow(tmp_path_factory, artifacts):
     """`airflow standalone` with the plugin, on a metastore with ui_tables' history and tables; acid_compact and
     acid_table_settings unpaused. Yields what the checks need."""
-    from acid_platform import load_settings, platform_environment
-    from processes import kill_session
     import ui_tables
+    from processes import kill_session
+
+    from acid_platform import load_settings, platform_environment
 
     directory = tmp_path_factory.mktemp("acid-view-airflow")
     home, port = directory / "home", _free_port()

@@ -10,9 +10,9 @@ import re
 from contextlib import contextmanager
 
 import pytest
+import ui_tables
 from sqlalchemy import event
 
-import ui_tables
 from acid_core.errors import UsageError
 from acid_core.health import PartitionHealth, table_health
 from acid_core.health_score import partition_score, table_score

@@ -14,15 +14,15 @@ validates them as its trigger form does); abort is the queue's ABORT COMPACTIONS
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Literal
-
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import FileResponse, RedirectResponse
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Any, Literal
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, RedirectResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 URL_PREFIX = "/acid"
 COMPACT_DAG = "acid_compact"
@@ -128,7 +128,7 @@ def _task_runs(compactions: list) -> dict[str, str | None]:
                     model.dag_id == task.dag_id, model.task_id == task.task_id, model.map_index == task.map_index,
                     model.try_number == task.try_number)
                 if entry.start_ms:  # the attempt that claimed it started before the claim
-                    started = dt.datetime.fromtimestamp(entry.start_ms / 1000 + 60, tz=dt.timezone.utc)
+                    started = dt.datetime.fromtimestamp(entry.start_ms / 1000 + 60, tz=dt.UTC)
                     query = query.where(model.start_date <= started)
                 run_id = session.scalar(query.order_by(model.start_date.desc()).limit(1))
                 if run_id is not None:
@@ -156,8 +156,15 @@ def _initiator() -> dict:
 
 
 def _compaction_json(entry, now_ms: int, runs: dict[str, str | None]) -> dict:
-    from acid_plugin.ui.present import (ACTIVE_STATES, format_duration, format_time, one_line_error,
-                                        parse_worker_id, task_instance_path, working_ms)
+    from acid_plugin.ui.present import (
+        ACTIVE_STATES,
+        format_duration,
+        format_time,
+        one_line_error,
+        parse_worker_id,
+        task_instance_path,
+        working_ms,
+    )
 
     task = parse_worker_id(entry.worker_id)
     state = entry.state.display

@@ -97,7 +97,7 @@ def format_time(ms: int | None, now_ms: int) -> str | None:
     """`2026-01-01 12:00:03 UTC (3 min ago)`; None stays None."""
     if not ms:
         return None
-    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"{when} ({format_age(now_ms - ms)})"
 
 
