@@ -1,4 +1,4 @@
-"""The README's "Metrics and alerts" tables match the code, both ways: every metric the code can send is in the
+"""The "Metrics and alerts" tables of docs/operations.md match the code, both ways: every metric the code can send is in the
 metrics table with its kind and its Hive constant, and nothing else is; every alert kind is in the alerts table with
 the rules' default thresholds, and nothing else is. (`tests/airflow/test_metrics_alerts.py` checks what arrives on
 the wire against the same table.)"""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from readme_metrics import alerts_table, documented_metrics, metrics_table
+from metrics_docs import alerts_table, documented_metrics, metrics_table
 
 from acid_core import alerts
 from acid_core.metrics import (
@@ -25,8 +25,8 @@ def test_the_metrics_table_lists_every_metric_the_code_can_send_and_nothing_else
     documented = documented_metrics()
     registered = {name: metric.kind for name, metric in all_metrics().items()}
 
-    assert sorted(set(registered) - set(documented)) == [], "sent, but not in the README's metrics table"
-    assert sorted(set(documented) - set(registered)) == [], "in the README's metrics table, but never sent"
+    assert sorted(set(registered) - set(documented)) == [], "sent, but not in the metrics table of docs/operations.md"
+    assert sorted(set(documented) - set(registered)) == [], "in the metrics table of docs/operations.md, but never sent"
     assert {name: kind for name, kind in documented.items() if registered[name] != kind} == {}, "kinds differ"
     assert "compaction_error" in documented  # issue 24: it was sent and not documented
 
@@ -61,7 +61,7 @@ def test_the_alerts_table_lists_every_alert_and_the_rules_default_thresholds():
     assert sorted(rows) == sorted(alerts.ALERT_KINDS)
     for rule in alerts.DEFAULT_RULES:
         cell = rows[rule.name].cells[1]
-        assert cell.startswith(f"`{rule.metric}` "), f"{rule.name}: the README names another gauge: {cell}"
+        assert cell.startswith(f"`{rule.metric}` "), f"{rule.name}: docs/operations.md names another gauge: {cell}"
         for level in alerts.LEVELS:
             match = re.search(rf"\b{level} > ([0-9.]+)", cell)
             documented = float(match.group(1)) if match else None

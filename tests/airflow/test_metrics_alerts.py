@@ -1,6 +1,6 @@
 """Metrics, progress and alerts through the real DAGs (`dag.test()`): a StatsD listener on loopback receives the
-README's `acid.*` metrics while a real spark-submit compaction and a cleaning run (every name received is in the
-README's metrics table; the `type` tag is on the wire, InfluxDB style); the compaction task logs its Spark
+documented `acid.*` metrics while a real spark-submit compaction and a cleaning run (every name received is in the
+metrics table of docs/operations.md; the `type` tag is on the wire, InfluxDB style); the compaction task logs its Spark
 application id (also its HadoopJobId) and progress lines; the configured notifier fires on a failed compaction, on
 the failed threshold, on a compaction working too long, and once per level on the threshold rules.
 
@@ -18,7 +18,7 @@ import pytest
 import statsd_support
 from airflow.sdk.bases.notifier import BaseNotifier
 from dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
-from readme_metrics import documented_metrics
+from metrics_docs import documented_metrics
 
 # Airflow's own stats.initialize (airflow.sdk._shared.observability.metrics.stats, run again by airflow.sdk.serde)
 # drops a StatsD client without closing its socket.
@@ -49,10 +49,11 @@ class RecordingNotifier(BaseNotifier):
 
 
 class StatsdListener(statsd_support.StatsdListener):
-    """The shared StatsD sink, plus the check of what it received against the README."""
+    """The shared StatsD sink, plus the check of what it received against docs/operations.md."""
 
     def undocumented(self) -> set[str]:
-        """The `acid.*` names received that the README's metrics table does not list (or with another type)."""
+        """The `acid.*` names received that the metrics table of docs/operations.md does not list (or with another
+        type)."""
         kinds = {"c": "counter", "g": "gauge", "ms": "timer"}
         documented = documented_metrics()
         return {f"{name} ({kind})" for name, _, _, kind in self.received() if name.startswith("airflow.acid.")
@@ -125,7 +126,7 @@ def test_a_compaction_and_its_cleaning_send_the_documented_metrics_and_log_progr
     [base] = [name for name in dirs(location) if name.startswith("base_")]
     fs_bytes = sum(e.size for e in _files(location, base))
     assert statsd.values("acid.compaction_compacted", "c") == [1]
-    assert statsd.values("acid.compaction_compacted", "c", type="major") == [1]  # the README's `type` tag
+    assert statsd.values("acid.compaction_compacted", "c", type="major") == [1]  # the documented `type` tag
     assert statsd.values("acid.compaction_events_read", "c") == [6_000]
     assert statsd.values("acid.compaction_events_written", "c") == [6_000]
     assert statsd.values("acid.compaction_bytes_written", "c") == [fs_bytes]

@@ -1,4 +1,4 @@
-"""The README's "Metrics and alerts" tables, parsed: shared by the fast check against the code
+"""The "Metrics and alerts" tables of docs/operations.md, parsed: shared by the fast check against the code
 (`test_metrics_table.py`) and the Airflow metrics test (what arrived on the wire). Imported as a top-level module
 (pytest puts `tests/` on `sys.path`)."""
 
@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-SECTION = "### Metrics and alerts"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
+SECTION = "## Metrics and alerts"
 
 
 @dataclass(frozen=True)
@@ -21,9 +21,10 @@ class Row:
 
 
 def _tables() -> list[list[Row]]:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     start = text.index(f"\n{SECTION}\n")
-    end = text.index("\n### ", start + 1)
+    following = re.search(r"\n#{1,2} ", text[start + 1:])  # the next heading of the same or a higher level
+    end = start + 1 + following.start() if following else len(text)
     tables, current = [], None
     for line in text[start:end].splitlines():
         if not line.startswith("|"):
@@ -56,6 +57,6 @@ def documented_metrics() -> dict[str, str]:
     for row in metrics_table():
         kind = row.cells[1].split()[0].rstrip(",")
         for name in row.names:
-            assert name not in found, f"{name} is in the README's metrics table twice"
+            assert name not in found, f"{name} is in the metrics table of {PAGE.name} twice"
             found[name] = kind
     return found
