@@ -6,7 +6,7 @@ the last hour of compaction history with a few bounded, indexed statements (COMP
 work; TXNS is searched by its state index, TXN_COMPONENTS by its transaction index; HIVE_LOCKS holds only live
 locks; COMPLETED_COMPACTIONS by its end-time index, one hour of it), never a whole history table. `collect_deltas`
 counts active, small and obsolete deltas (Hive's delta metrics) in the partitions the queue names. `gauges` and
-`delta_gauges` name the values as the README's "Metrics and alerts" table does. Emitting them (StatsD,
+`delta_gauges` name the values as the "Metrics and alerts" table of docs/operations.md does. Emitting them (StatsD,
 OpenTelemetry) is the orchestrator's business (`plugins/acid_plugin/metrics.py`).
 Cost: `collect`, nine aggregate statements, whatever the size of the history; `collect_deltas`, one queue statement,
 one snapshot per table, and per partition (at most `max_partitions`) one listing plus one per base and delta
@@ -108,7 +108,7 @@ def metric_name(name: str) -> str:
         KeyError: `name` is not one of them (so nothing undocumented is ever sent).
     """
     if name not in _known():
-        raise KeyError(f"metric {name!r} is not in acid_core.metrics.all_metrics() (nor in the README's table)")
+        raise KeyError(f"metric {name!r} is not in acid_core.metrics.all_metrics() (nor in docs/operations.md's table)")
     return f"{PREFIX}.{name}"
 
 

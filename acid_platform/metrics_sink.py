@@ -4,7 +4,7 @@ came (`2026-11-26T09:30:00Z airflow.acid.compaction_num_initiated:3|g`), to two 
 - its output, which the launcher makes `logs/metrics.log` (size-capped and rotated like the other logs): everything,
   Airflow's own metrics (scheduler, executor, pools, task durations: most of the lines) and the project's;
 - `logs/acid-metrics.log` (under `$ACID_HOME`, or `--acid-log`): the project's `acid.*` metrics only, which is what
-  the README's "Metrics and alerts" table lists; capped and rotated the same way (`LOG_MAX_BYTES`, `LOG_BACKUPS`).
+  the "Metrics and alerts" table of docs/operations.md lists; capped and rotated the same way (`LOG_MAX_BYTES`, `LOG_BACKUPS`).
 
 A tag shows as Airflow's StatsD client sends it: with `AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED=True`, InfluxDB-style
 after the name (`airflow.acid.compaction_duration,type=major:1234|ms`); plain StatsD (the default) sends none.

@@ -41,7 +41,7 @@ Every step is a compare-and-swap or an idempotent delete, so overlapping runs ar
 
 Beside it, `metrics` sends Hive's ACID gauges (queue counts and ages, initiator and worker hosts, open and aborted
 transactions, locks; then the delta counts of at most `delta_metrics_partitions` queued partitions, which it lists)
-through Airflow's `Stats` (README, "Metrics and alerts"); `alert_thresholds` checks them against the alert rules
+through Airflow's `Stats` (docs/operations.md, "Metrics and alerts"); `alert_thresholds` checks them against the alert rules
 (Hive's and Cloudera's thresholds; the Variable `acid_alert_rules` changes them) and alerts (the configured notifier)
 once per level a rule rises to; `alert_long_running` alerts once per attempt on each compaction `working` longer
 than `working_warning_seconds`.

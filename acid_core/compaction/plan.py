@@ -202,7 +202,7 @@ def rebalance_works(fs: FileSystem, read: ReadPlan, number_of_buckets: int | Non
                  for k in range(len(edges) - 1))
 
 
-DECODE_SHARE = 0.3  # of a compaction's time per row, the decoding (README: ORC encoding ~60%, decoding ~27%)
+DECODE_SHARE = 0.3  # of a compaction's time per row, the decoding (bench/RESULTS.md: ORC encoding ~60%, decoding ~27%)
 
 
 def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> list[Key]:
