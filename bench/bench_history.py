@@ -173,7 +173,7 @@ def main() -> None:
         backends = [("sqlite", lambda name: f"sqlite:///{tmp}/{name}.db", None)]
         server = None
         if not args.skip_postgres:
-            from pg_server import PostgresServer
+            from support.pg_server import PostgresServer
 
             server = PostgresServer.start_new()
             backends.append(("postgresql", server.create_database, server))

@@ -238,7 +238,7 @@ def main() -> None:
             return
         url = args.postgres
         if url == "start":
-            from pg_server import PostgresServer
+            from support.pg_server import PostgresServer
 
             url = stack.enter_context(PostgresServer.start_new()).create_database("bench")
         run(url, scratch, args, "PostgreSQL")

@@ -139,7 +139,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--lock-rounds", type=int, default=200)
     args = parser.parse_args()
-    from pg_server import PostgresServer
+    from support.pg_server import PostgresServer
 
     with PostgresServer.start_new() as server, tempfile.TemporaryDirectory() as scratch:
         urls = {"PostgreSQL": server.create_database("bench"), "SQLite": f"sqlite:///{scratch}/metastore.db"}

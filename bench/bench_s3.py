@@ -34,7 +34,7 @@ import pyarrow.fs as pafs
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from bench_snapshot_read import COLUMNS, build_table  # noqa: E402
-from s3_server import S3Server  # noqa: E402
+from support.s3_server import S3Server  # noqa: E402
 
 from acid_core.compaction.worker import CompactionWorker  # noqa: E402
 from acid_core.metastore import Metastore  # noqa: E402

@@ -1,7 +1,7 @@
 """Memory and time of compaction and reads as one bucket grows: 1M, 8M and 32M base rows, measured in one run, on
 two layouts of the same rows.
 
-Table per size and layout (bench/big_partition.py): one bucket, base of N rows + 10 insert deltas of N/100 rows + 5
+Table per size and layout (tests/support/big_partition.py): one bucket, base of N rows + 10 insert deltas of N/100 rows + 5
 delete deltas removing together 10% of every write; columns (id bigint, payload string of 24 bytes, amount double,
 quantity int); ZLIB; a SQLite metastore. Layouts:
 - `hive`: laid out as Hive's ORC writer lays files out: ORC closes a stripe when its compressed streams reach 64 MiB,
@@ -49,9 +49,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # support.big_partition
 
-from big_partition import build, register_copy  # noqa: E402
+from support.big_partition import build, register_copy  # noqa: E402
 
 from acid_core.metastore import Metastore  # noqa: E402
 
@@ -175,7 +175,7 @@ def timings(spark, store: Metastore, worker, table: str, scratch: Path, repeats:
         nonlocal copies
         copies += 1
         name = f"copy_{copies}"
-        from big_partition import Built
+        from support.big_partition import Built
 
         register_copy(store, Built(pristine, 0, 0, 0, built["writes"]), name, str(scratch / name))
         compaction_id = store.compactions.enqueue("default", name, None, kind, number_of_buckets=buckets).compaction_id

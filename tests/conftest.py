@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from pg_server import PostgresServer, PostgresServerError, find_bin_dir, not_found_message
+from support.pg_server import PostgresServer, PostgresServerError, find_bin_dir, not_found_message
 
 _database_numbers = itertools.count(1)
 _find_bin_dir = functools.cache(find_bin_dir)
@@ -113,13 +113,27 @@ def ms(make_ms):
     return make_ms()
 
 
+@pytest.fixture
+def store(tmp_path, clock):
+    """An initialised metastore on a SQLite file only, with the test clock and identity, for the tests where the
+    database does not matter (`ms` runs on both); tests/spark's own `store` replaces it there."""
+    from acid_core.metastore import Metastore
+    from acid_core.metastore.engine import Identity
+
+    made = Metastore(f"sqlite:///{tmp_path}/metastore.db", warehouse=str(tmp_path / "warehouse"), clock=clock,
+                     identity=Identity(*TEST_IDENTITY))
+    made.init()
+    yield made
+    made.close()
+
+
 _bucket_numbers = itertools.count(1)
 
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """One S3-compatible server (moto's, tests/s3_server.py) on loopback for the whole run, stopped at the end."""
-    from s3_server import S3Server
+    from support.s3_server import S3Server
 
     server = S3Server(tmp_path_factory.mktemp("s3") / "s3-server.log")
     yield server

@@ -80,6 +80,23 @@ def test_the_import_contracts_hold_and_a_forbidden_import_breaks_one(tmp_path, p
         assert re.search(rf"^{re.escape(broken)}.* BROKEN$", output, re.M), output
 
 
+def test_no_test_imports_another_test_or_the_benchmarks():
+    """What tests share lives in tests/support; a test module imported by another runs its collection twice and
+    couples two files nobody reads together, and bench/ is not part of the suite."""
+    test_modules = {path.stem for path in (ROOT / "tests").rglob("test_*.py")}
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            found += [f"{path.relative_to(ROOT)} imports {name}" for name in names
+                      if name.split(".")[0] in test_modules | {"bench", "conftest"}]
+        if re.search(r"sys\.path\.insert\([^)]*bench", text):
+            found.append(f"{path.relative_to(ROOT)} puts bench/ on sys.path")
+    assert not found, found
+
+
 def test_acid_core_imports_without_spark_or_airflow():
     """Import every acid_core module with pyspark and airflow made unimportable: nothing pulls them in transitively."""
     import acid_core

@@ -13,7 +13,7 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-from test_cleaner import Table, quiet, state_of, three_writes
+from support.cleaner_tables import Table, quiet, state_of, three_writes
 
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
@@ -125,7 +125,7 @@ def test_naming_another_table_before_anything_of_it_was_compacted_holds_it_from_
 def _partitioned(ms: Metastore) -> Table:
     info = ms.catalog.create_table("default", "p", (("id", "int"), ("name", "string")),
                                    partition_keys=(("ds", "string"),), params={"transactional": "true"})
-    from committed_writes import insert
+    from support.committed_writes import insert
 
     for ds in ("d1", "d2"):
         for i in range(3):

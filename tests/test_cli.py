@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from model import tree, v1_bucket_property
+from support.model import tree, v1_bucket_property
 
 from acid_core.rowid import RowId
 from acid_core.writer import EmbeddedWriter

@@ -5,7 +5,7 @@ The Airflow operator's mapping of the same verdicts is exercised by tests/airflo
 from __future__ import annotations
 
 import pytest
-from queue_tables import creating_tables
+from support.queue_tables import creating_tables
 
 from acid_cli import compact as compact_command
 from acid_core.compaction.attempt import Result, after_run, before_run

@@ -8,7 +8,7 @@ queue, and when its runner can run no more; each compaction is its own claim, tr
 from __future__ import annotations
 
 import pytest
-from committed_writes import insert
+from support.committed_writes import insert
 
 from acid_core.compaction.batch import (
     LIMIT_REACHED,

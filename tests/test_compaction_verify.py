@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
-from model import table_by_row_id, tree
+from support.model import table_by_row_id, tree
 
 from acid_core import orc_columnar
 from acid_core.compaction import execute, verify

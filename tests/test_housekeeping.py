@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from queue_tables import ensure_table
+from support.queue_tables import ensure_table
 
 from acid_core.errors import UsageError
 from acid_core.housekeeping import HousekeepingReport, housekeep

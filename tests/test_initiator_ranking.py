@@ -7,7 +7,7 @@ so no partition starves. Every decision says why, in one of a few words (Decisio
 from __future__ import annotations
 
 import pytest
-from test_initiator import make_table
+from support.initiator_tables import make_table
 
 from acid_core.compaction.candidates import BUDGET_DEFERRED
 from acid_core.compaction.initiator import (

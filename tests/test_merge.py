@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
-from model import Snapshot, TableModel, table_by_row_id, table_rows, tree, v1_bucket_property
+from support.model import Snapshot, TableModel, table_by_row_id, table_rows, tree, v1_bucket_property
 
 from acid_core.errors import SchemaMismatchError, UsageError
 from acid_core.layout import ACID_FORMAT_FILE

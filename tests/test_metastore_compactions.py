@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from queue_tables import creating_tables
+from support.queue_tables import creating_tables
 
 from acid_core.errors import CompactionStateError, MetastoreError, UsageError
 from acid_core.metastore import Metastore, schema
@@ -465,7 +465,7 @@ def test_abort_txn_cleanup_entries_are_not_for_the_cleaner(ms):
 # --- compaction pools (Hive 4) ----------------------------------------------------------------------------------
 
 def test_a_request_without_a_pool_takes_the_tables_then_the_databases_property(ms):
-    from queue_tables import ensure_table
+    from support.queue_tables import ensure_table
 
     for table in ("own", "inherits", "blank", "plain"):
         ensure_table(ms, "etl_db" if table != "plain" else "default", table, None)
@@ -495,7 +495,7 @@ def test_a_bad_pool_name_is_one_clear_error_and_queues_nothing(ms, pool):
 
 
 def test_a_bad_pool_property_is_refused_when_queued(ms):
-    from queue_tables import ensure_table
+    from support.queue_tables import ensure_table
 
     from acid_core.errors import InvalidPoolNameError
 

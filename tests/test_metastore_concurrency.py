@@ -12,7 +12,7 @@ import traceback
 
 import pytest
 import sqlalchemy as sa
-from queue_tables import ensure_table
+from support.queue_tables import ensure_table
 
 from acid_core.errors import WriteConflictError
 from acid_core.metastore import Metastore

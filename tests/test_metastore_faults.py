@@ -10,7 +10,7 @@ import time
 import psycopg2
 import pytest
 import sqlalchemy as sa
-from pg_server import PostgresServer
+from support.pg_server import PostgresServer
 
 from acid_core.errors import (
     AcidError,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from queue_tables import ensure_table
+from support.queue_tables import ensure_table
 
 from acid_core.errors import (
     AcidError,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from metrics_docs import alerts_table, documented_metrics, metrics_table
+from support.metrics_docs import alerts_table, documented_metrics, metrics_table
 
 from acid_core import alerts
 from acid_core.metrics import (

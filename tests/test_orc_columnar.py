@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 import pyarrow.orc as pa_orc
 import pyorc
 import pytest
-from model import v1_bucket_property
+from support.model import v1_bucket_property
 
 from acid_core.errors import CorruptFileError, FileSystemError, SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem

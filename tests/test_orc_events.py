@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pyorc
 import pytest
-from model import tree, v1_bucket_property
+from support.model import tree, v1_bucket_property
 
 from acid_core.errors import AcidError, CorruptFileError
 from acid_core.fs import FileSystem

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from pg_server import BIN_DIR_VARIABLE, PostgresServer
+from support.pg_server import BIN_DIR_VARIABLE, PostgresServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,7 +116,7 @@ def test_stop_ends_the_server_and_removes_its_directory(postgres_server):
 
 @pytest.mark.postgres
 def test_a_killed_test_run_does_not_leave_its_server_running(postgres_server):
-    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from pg_server import PostgresServer; "
+    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from support.pg_server import PostgresServer; "
               "s = PostgresServer(bin_dir=sys.argv[2]).start(); print(s.temp_dir, s.port, flush=True); time.sleep(60)")
     child = subprocess.Popen([sys.executable, "-c", script, str(ROOT / "tests"), str(postgres_server.bin_dir)],
                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)

@@ -22,14 +22,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support.platform_processes import ROOT, clean_environment, free_port, kill_sessions, leftovers, sessions_of
 
 from acid_core.compaction.initiator import run_initiator
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionType
 from acid_platform import load_settings, platform_environment
-
-ROOT = Path(__file__).resolve().parent.parent
 
 READ_BACK = """
 import json
@@ -54,21 +53,6 @@ from airflow.utils.session import create_session
 with create_session() as session:
     session.scalar(sa.select(Connection).where(Connection.conn_id == "acid_metastore")).host = "sqlite:////elsewhere.db"
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def clean_environment(acid_home: Path, **variables: str) -> dict[str, str]:
-    """This process's environment without Airflow, ACID or Spark settings (the test suite's own), plus ACID_HOME."""
-    environ = {name: value for name, value in os.environ.items()
-               if not name.startswith(("AIRFLOW", "ACID_", "PYSPARK", "SPARK_"))}
-    environ.update({"ACID_HOME": str(acid_home), "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
-                    "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()), **variables})
-    return environ
 
 
 def launcher(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
@@ -283,7 +267,7 @@ def test_port_in_use_exits_2_naming_the_port(tmp_path):
 ])
 def test_bad_numbers_exit_2(tmp_path, variable, value, message):
     result = launcher(env=clean_environment(tmp_path / "home", **{variable: value,
-                                                                  "AIRFLOW__API__PORT": str(_free_port())}))
+                                                                  "AIRFLOW__API__PORT": str(free_port())}))
     assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
@@ -291,13 +275,13 @@ def test_unusable_acid_home_exits_2(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     home = blocker / "home"
-    result = launcher(env=clean_environment(home, AIRFLOW__API__PORT=str(_free_port())), timeout=60)
+    result = launcher(env=clean_environment(home, AIRFLOW__API__PORT=str(free_port())), timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"ACID_HOME={home} is not usable" in result.stderr
 
 
 def test_missing_java_exits_1_naming_it(tmp_path):
-    env = clean_environment(tmp_path / "home", AIRFLOW__API__PORT=str(_free_port()), PATH=str(tmp_path))
+    env = clean_environment(tmp_path / "home", AIRFLOW__API__PORT=str(free_port()), PATH=str(tmp_path))
     env.pop("JAVA_HOME", None)
     result = launcher(env=env, timeout=60)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -312,7 +296,7 @@ def test_second_launcher_on_the_same_home_exits_2(tmp_path):
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         lock.write("4242")
         lock.flush()
-        result = launcher(env=clean_environment(home, AIRFLOW__API__PORT=str(_free_port())), timeout=60)
+        result = launcher(env=clean_environment(home, AIRFLOW__API__PORT=str(free_port())), timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "is in use by another `make run` (pid 4242)" in result.stderr
 
@@ -324,46 +308,13 @@ def _reader(stream, lines: queue.Queue) -> None:
     lines.put(None)
 
 
-def _sessions_of(root: psutil.Process) -> tuple[dict[int, float], set[int]]:
-    """Every descendant of `root` (pid -> create time) and the sessions they and `root` are in."""
-    processes, sessions = {}, {os.getsid(root.pid)}
-    for process in root.children(recursive=True):
-        try:
-            processes[process.pid] = process.create_time()
-            sessions.add(os.getsid(process.pid))
-        except (psutil.Error, OSError):
-            continue
-    return processes, sessions
-
-
-def _leftovers(processes: dict[int, float], sessions: set[int]) -> list[str]:
-    left = []
-    for process in psutil.process_iter(["pid", "create_time", "cmdline", "status"]):
-        try:
-            if process.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            same = processes.get(process.pid) == process.info["create_time"]
-            if same or os.getsid(process.pid) in sessions:
-                left.append(f"{process.pid} {' '.join(process.info['cmdline'] or [])[:120]}")
-        except (psutil.Error, OSError):
-            continue
-    return left
-
-
-def _kill_sessions(sessions: set[int]) -> None:
-    for process in psutil.process_iter():
-        try:
-            if os.getsid(process.pid) in sessions:
-                process.kill()
-        except (psutil.Error, OSError):
-            continue
 
 
 @pytest.mark.slow
 @pytest.mark.airflow
 def test_make_run_starts_airflow_prints_a_working_login_and_ctrl_c_stops_everything(tmp_path):
     home = tmp_path / "home"
-    port = _free_port()
+    port = free_port()
     env = clean_environment(home, AIRFLOW__API__PORT=str(port))
     process = subprocess.Popen([sys.executable, "-m", "acid_platform"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -411,7 +362,7 @@ def test_make_run_starts_airflow_prints_a_working_login_and_ctrl_c_stops_everyth
         writer_log = home / "logs" / "writer.log"
         assert "streamed a batch" in writer_log.read_text()
 
-        processes, sessions = _sessions_of(psutil.Process(process.pid))
+        processes, sessions = sessions_of(psutil.Process(process.pid))
         assert any("standalone" in " ".join(psutil.Process(pid).cmdline()) for pid in processes
                    if psutil.pid_exists(pid))
         process.send_signal(signal.SIGINT)
@@ -422,10 +373,10 @@ def test_make_run_starts_airflow_prints_a_working_login_and_ctrl_c_stops_everyth
         assert status == 0, text
         assert "Stopping (SIGINT)" in text and "Stopped." in text
         assert "SIGKILL" not in text, text  # stopped in order, without killing
-        assert _leftovers(processes, sessions) == []
+        assert leftovers(processes, sessions) == []
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-        _kill_sessions(sessions)
+        kill_sessions(sessions)
         process.stdout.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_platform import ROOT, _free_port, _kill_sessions, _leftovers, _sessions_of, clean_environment
+from support.platform_processes import ROOT, clean_environment, free_port, kill_sessions, leftovers, sessions_of
 
 READY = "Press Ctrl-C to stop"
 STARTUP_S = 300.0
@@ -73,8 +73,8 @@ class Run:
             self.read(1.0)
 
     def snapshot(self) -> tuple[dict[int, float], set[int]]:
-        """Every process the launcher started so far (pid -> create time) and their sessions, for `_leftovers`."""
-        processes, sessions = _sessions_of(psutil.Process(self.process.pid))
+        """Every process the launcher started so far (pid -> create time) and their sessions, for `leftovers`."""
+        processes, sessions = sessions_of(psutil.Process(self.process.pid))
         processes[self.process.pid] = psutil.Process(self.process.pid).create_time()
         self.sessions |= sessions
         return processes, sessions
@@ -93,7 +93,7 @@ class Run:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=30)
-        _kill_sessions(self.sessions)
+        kill_sessions(self.sessions)
         self.close_terminal()
 
 
@@ -137,7 +137,7 @@ def _run_of(pid: int) -> str | None:
 
 def _left_of(home: Path, processes: dict[int, float], sessions: set[int]) -> list[str]:
     """What is left of a run: its recorded processes and sessions, and anything on its ACID_HOME."""
-    left = set(_leftovers(processes, sessions))
+    left = set(leftovers(processes, sessions))
     left.update(f"{pid} {command}" for pid, command in _home_processes(home).items())
     return sorted(left)
 
@@ -169,7 +169,7 @@ def _port_free(port: int) -> bool:
 @pytest.mark.airflow
 def test_a_sigkilled_launcher_leaves_nothing_and_the_next_start_comes_up_and_stops_when_its_terminal_closes(tmp_path):
     home = tmp_path / "home"
-    port = _free_port()
+    port = free_port()
     env = clean_environment(home, AIRFLOW__API__PORT=str(port))
     first = Run(env)
     second = None
@@ -217,7 +217,7 @@ def test_a_sigkilled_launcher_leaves_nothing_and_the_next_start_comes_up_and_sto
 @pytest.mark.airflow
 def test_the_next_start_stops_what_a_dead_launcher_and_its_dead_guard_left(tmp_path):
     home = tmp_path / "home"
-    port = _free_port()
+    port = free_port()
     env = clean_environment(home, AIRFLOW__API__PORT=str(port))
     first = Run(env)
     second = None

@@ -14,8 +14,7 @@ import collections
 import os
 
 import pytest
-from test_compaction import check_result_directory, directories, make_table, read_rows, write_history
-from test_compaction import store as compaction_store
+from support.compaction_tables import check_result_directory, directories, make_table, read_rows, write_history
 
 from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE
 from acid_core.compaction.worker import CompactionWorker
@@ -23,8 +22,6 @@ from acid_core.errors import CompactionStateError, UsageError, WriteConflictErro
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
-
-store = compaction_store  # the same SQLite metastore fixture
 
 REBALANCE = CompactionType.REBALANCE
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from test_cleaner import Table, quiet
+from support.cleaner_tables import Table, quiet
 
 from acid_cli.main import main as acid_main
 from acid_core.compaction.cleaner import clean
@@ -407,7 +407,7 @@ def test_housekeeping_counts_what_it_failed_in_its_summary(make_ms):
 def test_a_compaction_whose_transaction_is_lost_stops_with_the_reason_and_changes_nothing(make_ms, caplog):
     """The compactor's transaction is aborted while its tasks run (an operator, or a time-out after the metastore was
     unreachable): the heartbeat notices, the attempt fails with one line saying why, and nothing becomes visible."""
-    from committed_writes import insert
+    from support.committed_writes import insert
 
     ms = make_ms(txn_timeout_ms=4_000)  # heartbeats every second
     ms.catalog.create_table("default", "lost", (("id", "int"), ("name", "string")), params={"transactional": "true"})
@@ -435,7 +435,7 @@ def test_a_running_compaction_aborted_from_the_view_stops_and_commits_nothing(ma
     """The ACID view's Abort on a `working` entry (beyond Hive's ABORT COMPACTIONS): the entry moves to history as
     aborted with who did it, its compactor transaction is aborted with it, and the worker stops without committing
     or recording a failure over the abort."""
-    from committed_writes import insert
+    from support.committed_writes import insert
 
     ms = make_ms(txn_timeout_ms=4_000)  # heartbeats every second
     ms.catalog.create_table("default", "ab", (("id", "int"), ("name", "string")), params={"transactional": "true"})

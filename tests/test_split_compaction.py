@@ -9,8 +9,7 @@ import os
 import pyarrow.orc as pa_orc
 import pyorc
 import pytest
-from test_compaction import check_result_directory, directories, make_table, read_rows, write_history
-from test_compaction import store as compaction_store
+from support.compaction_tables import check_result_directory, directories, make_table, read_rows, write_history
 
 from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.worker import CompactionWorker
@@ -19,8 +18,6 @@ from acid_core.fs import FileSystem
 from acid_core.metastore.compactions import CompactionType
 from acid_core.metastore.txns import Operation
 from acid_core.orc_concat import concatenate
-
-store = compaction_store
 
 
 class SplitRunner:

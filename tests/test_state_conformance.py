@@ -14,7 +14,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from acid_utils_cases import CASES, CASES_BY_NAME, DEFAULT_TXNS, HIVE2_CASES, HIVE4_CASES, MAX, AcidStateCase, acid_dirs
+from support.acid_utils_cases import (
+    CASES,
+    CASES_BY_NAME,
+    DEFAULT_TXNS,
+    HIVE2_CASES,
+    HIVE4_CASES,
+    MAX,
+    AcidStateCase,
+    acid_dirs,
+)
 
 from acid_core.errors import NotEnoughHistoryError
 from acid_core.state import DirectoryState, ListedEntry, PartitionListing, acid_state, get_acid_state

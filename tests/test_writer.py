@@ -10,7 +10,7 @@ import decimal
 
 import pyarrow.orc as pa_orc
 import pytest
-from model import table_by_row_id, tree, v1_bucket_property
+from support.model import table_by_row_id, tree, v1_bucket_property
 
 from acid_core.errors import AcidError, InvalidRowError
 from acid_core.merge import read_snapshot

@@ -108,6 +108,6 @@ def dagbag(airflow_db):
 @pytest.fixture
 def recording_spark_submit(tmp_path, monkeypatch):
     """spark_default pointed at a recording spark3-submit (dag_support.install_recording_spark_submit)."""
-    from dag_support import install_recording_spark_submit
+    from support.dag_support import install_recording_spark_submit
 
     return install_recording_spark_submit(tmp_path, monkeypatch)

@@ -22,8 +22,8 @@ import threading
 import time
 
 import pytest
-from dag_support import COLUMNS, asset_events, dirs, insert, returned, returned_all, task_states
-from statsd_support import StatsdListener, metrics_to
+from support.dag_support import COLUMNS, asset_events, dirs, insert, returned, returned_all, task_states
+from support.statsd_support import StatsdListener, metrics_to
 
 # Airflow's own stats.initialize (run again by airflow.sdk.serde) drops a StatsD client without closing its socket.
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow, pytest.mark.filterwarnings(

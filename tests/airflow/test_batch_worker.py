@@ -13,7 +13,7 @@ import time
 
 import psutil
 import pytest
-from dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
+from support.dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from dag_support import COLUMNS, dirs, insert, returned
-from processes import kill_session
-from standalone_cluster import (
+from support.dag_support import COLUMNS, dirs, insert, returned
+from support.processes import kill_session
+from support.standalone_cluster import (
     build_executor_env,
     cannot_import,
     clean_environment,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dag_support import COLUMNS, dirs, returned
+from support.dag_support import COLUMNS, dirs, returned
 
 pytestmark = pytest.mark.airflow
 
@@ -143,7 +143,7 @@ def test_housekeeping_dag_aborts_timed_out_txn(acid_connection, make_ms, dagbag)
 def test_housekeeping_dag_honours_txn_timeout_and_history_params(acid_connection, make_ms, dagbag):
     import time
 
-    from queue_tables import ensure_table
+    from support.queue_tables import ensure_table
 
     from acid_core.metastore.compactions import CompactionType
 

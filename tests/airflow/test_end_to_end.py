@@ -16,8 +16,8 @@ import sys
 import time
 
 import pytest
-from dag_support import COLUMNS, ROOT, asset_events, dirs, returned, returned_all, task_states
-from processes import kill_session
+from support.dag_support import COLUMNS, ROOT, asset_events, dirs, returned, returned_all, task_states
+from support.processes import kill_session
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 

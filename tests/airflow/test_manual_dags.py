@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dag_support import COLUMNS, returned, task_states
+from support.dag_support import COLUMNS, returned, task_states
 
 pytestmark = pytest.mark.airflow
 

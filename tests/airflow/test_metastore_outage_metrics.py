@@ -9,7 +9,7 @@ import json
 import psycopg2
 import pytest
 import sqlalchemy as sa
-from statsd_support import StatsdListener, metrics_to
+from support.statsd_support import StatsdListener, metrics_to
 
 pytestmark = pytest.mark.postgres
 

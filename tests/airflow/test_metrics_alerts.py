@@ -15,10 +15,10 @@ import re
 import time
 
 import pytest
-import statsd_support
 from airflow.sdk.bases.notifier import BaseNotifier
-from dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
-from metrics_docs import documented_metrics
+from support import statsd_support
+from support.dag_support import COLUMNS, dirs, insert, returned, returned_all, task_states
+from support.metrics_docs import documented_metrics
 
 # Airflow's own stats.initialize (airflow.sdk._shared.observability.metrics.stats, run again by airflow.sdk.serde)
 # drops a StatsD client without closing its socket.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dag_support import COLUMNS, insert
+from support.dag_support import COLUMNS, insert
 
 pytestmark = pytest.mark.airflow
 

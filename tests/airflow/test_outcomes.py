@@ -6,7 +6,7 @@ params the trigger form does not clamp, one XCom per task."""
 from __future__ import annotations
 
 import pytest
-from dag_support import COLUMNS, insert, returned, returned_all, task_states
+from support.dag_support import COLUMNS, insert, returned, returned_all, task_states
 
 pytestmark = pytest.mark.airflow
 

@@ -12,7 +12,7 @@ import io
 import json
 
 import pytest
-from dag_support import COLUMNS, ROOT, insert, returned, task_states
+from support.dag_support import COLUMNS, ROOT, insert, returned, task_states
 
 pytestmark = pytest.mark.airflow
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dag_support import COLUMNS, asset_events, insert, returned, returned_all, task_states
+from support.dag_support import COLUMNS, asset_events, insert, returned, returned_all, task_states
 
 pytestmark = pytest.mark.airflow
 

@@ -9,7 +9,7 @@ import json
 import sys
 
 import pytest
-from dag_support import COLUMNS, insert, task_states
+from support.dag_support import COLUMNS, insert, task_states
 
 pytestmark = pytest.mark.airflow
 

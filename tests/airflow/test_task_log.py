@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from dag_support import COLUMNS, insert, returned, returned_all, task_states
+from support.dag_support import COLUMNS, insert, returned, returned_all, task_states
 
 COMPACT = {"database": "default", "partition": None, "type": "major", "number_of_buckets": None,
            "pyspark_memory": None, "properties": {}, "pool": None, "wait": True}

@@ -13,7 +13,7 @@ import os
 import secrets
 
 import pytest
-from dag_support import task_states
+from support.dag_support import task_states
 
 pytestmark = pytest.mark.airflow
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pyorc
 import pytest
-from acid_utils_cases import HIVE2_CASES, AcidStateCase
+from support.acid_utils_cases import HIVE2_CASES, AcidStateCase
 
 from acid_cli.main import main as acid_main
 from acid_core.errors import NotEnoughHistoryError

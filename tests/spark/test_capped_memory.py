@@ -1,7 +1,7 @@
 """Compaction, reads and writes of one bucket several times bigger than the Python workers' memory cap.
 
 Spark enforces `spark.executor.pyspark.memory` as an address-space limit (RLIMIT_AS) on every Python worker, so a
-task that held the bucket would die. One single-bucket partition, built four times (bench/big_partition.py): a base
+task that held the bucket would die. One single-bucket partition, built four times (tests/support/big_partition.py): a base
 of 1M rows and four insert deltas of 0.45M (write ids 1-5) plus a delete delta of 10% of every write (write id 6),
 rows of about 1 KB: 2.6 GB decoded after deletes, 1.8 GB in the deltas alone, 20 MB on disk (ZLIB). The cap is 768
 MiB, of which a Python worker with pyarrow loaded takes about 0.4 GiB.
@@ -13,7 +13,7 @@ MiB, of which a Python worker with pyarrow loaded takes about 0.4 GiB.
 - the same partition laid out as Hive's writer lays it out (ORC closes a stripe at 64 MiB of compressed streams: the
   base is one stripe of 1M rows, about 1 GiB decoded, more than the cap): a major compaction in one task and a Spark
   read stream inside that stripe and keep every row; the control, one task decoding that stripe at once, dies.
-All run in one Spark application (tests/spark/capped_jobs.py): a SparkContext's settings are fixed for its life.
+All run in one Spark application (tests/support/capped_jobs.py): a SparkContext's settings are fixed for its life.
 """
 
 from __future__ import annotations
@@ -25,11 +25,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from big_partition import build, digest  # noqa: E402
-from capped_jobs import MEMORY_SIGNS  # noqa: E402
+from support.big_partition import build, digest  # noqa: E402
+from support.capped_jobs import MEMORY_SIGNS  # noqa: E402
 
 from acid_core.fs import FileSystem  # noqa: E402
 from acid_core.metastore import Metastore  # noqa: E402
@@ -38,7 +35,7 @@ from acid_core.orc_concat import stripe_row_counts  # noqa: E402
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 CAP = "768m"
 CAP_BYTES = 768 << 20
-JOBS = Path(__file__).with_name("capped_jobs.py")
+JOBS = Path(__file__).resolve().parents[1] / "support" / "capped_jobs.py"
 
 
 @pytest.fixture(scope="module")

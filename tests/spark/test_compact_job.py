@@ -12,7 +12,7 @@ import subprocess
 import time
 
 import pytest
-from compaction_support import (
+from support.compaction_support import (
     ROOT,
     ROW_ID_COLUMNS,
     WORKER_TIMEOUT_MS,

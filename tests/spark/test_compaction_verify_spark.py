@@ -7,7 +7,7 @@ import logging
 import re
 
 import pytest
-from model import table_by_row_id, tree
+from support.model import table_by_row_id, tree
 
 from acid_core.compaction.verify import CompactionVerificationError
 from acid_core.compaction.worker import CompactionWorker

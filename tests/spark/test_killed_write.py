@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from compaction_support import ROOT, compact_environment
-from processes import kill_session
+from support.compaction_support import ROOT, compact_environment
+from support.processes import kill_session
 
 from acid_core.housekeeping import housekeep
 from acid_core.layout import parse_write_staging_name

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from compaction_support import (
+from support.compaction_support import (
     ROOT,
     AcidTable,
     compact_command,
@@ -21,7 +21,7 @@ from compaction_support import (
     kill_session,
     make_rows,
 )
-from pg_server import PostgresServer
+from support.pg_server import PostgresServer
 
 from acid_core.compaction.cleaner import clean
 from acid_core.errors import AcidError

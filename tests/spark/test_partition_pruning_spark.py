@@ -13,7 +13,7 @@ import os
 import posixpath
 
 import pytest
-from test_sql_engine import run  # the statement runner of the acid sql engine tests
+from support.sql_sessions import run
 
 import spark_jobs.read
 from acid_cli.sql.session import Session

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_compaction import check_result_directory, directories, make_table, read_rows, write_history
+from support.compaction_tables import check_result_directory, directories, make_table, read_rows, write_history
 
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.metastore.compactions import CompactionType

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import io
-import json
 
 import pytest
+from support.sql_sessions import run
 
-from acid_cli.sql import StatementError, execute
+from acid_cli.sql import StatementError
 from acid_cli.sql.session import Session
 from acid_core.metastore import Metastore
 
@@ -24,16 +24,6 @@ def session(spark, tmp_path):
     yield session
     session._engine._spark = None
     store.close()
-
-
-def run(session: Session, text: str) -> list[dict]:
-    from acid_cli.hiveql import parse_script
-
-    session.out.seek(0)
-    session.out.truncate()
-    for statement in parse_script(text):
-        execute(session, statement)
-    return [json.loads(line) for line in session.out.getvalue().splitlines()]
 
 
 def test_dml_round_trip(session):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 import pytest
-from compaction_support import AcidTable, make_rows, run_compact
-from standalone_cluster import standalone_cluster as start_cluster
+from support.compaction_support import AcidTable, make_rows, run_compact
+from support.standalone_cluster import standalone_cluster as start_cluster
 
 from acid_core.metastore.compactions import CompactionState, CompactionType
 

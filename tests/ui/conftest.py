@@ -33,7 +33,6 @@ if os.environ.get("AIRFLOW__CORE__UNIT_TEST_MODE") != "True":  # no other confte
 os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_hex(64))
 if str(ROOT / "plugins") not in sys.path:
     sys.path.insert(0, str(ROOT / "plugins"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # ui_tables
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -67,8 +66,7 @@ def api_app(ui_airflow_db):
 @pytest.fixture
 def tables(tmp_path, monkeypatch) -> dict:
     """A real metastore and warehouse (ui_tables.build), named by the `acid_metastore` connection."""
-    import ui_tables
-
+    from support import ui_tables
     url, warehouse = f"sqlite:///{tmp_path}/metastore.db", str(tmp_path / "warehouse")
     ids = ui_tables.build(url, warehouse)
     monkeypatch.setenv("AIRFLOW_CONN_ACID_METASTORE", json.dumps(
@@ -79,8 +77,7 @@ def tables(tmp_path, monkeypatch) -> dict:
 @pytest.fixture
 def history_tables(tmp_path, monkeypatch) -> dict:
     """`tables`, after a table whose compactions ran over the last six hours (ui_tables.build_history)."""
-    import ui_tables
-
+    from support import ui_tables
     url, warehouse = f"sqlite:///{tmp_path}/metastore.db", str(tmp_path / "warehouse")
     history = ui_tables.build_history(url, warehouse)
     ids = ui_tables.build(url, warehouse)
@@ -99,7 +96,7 @@ def client(api_app):
 
 @pytest.fixture
 def as_admin(client):
-    from ui_auth import token_for
+    from support.ui_auth import token_for
 
     client.headers["Authorization"] = f"Bearer {token_for('admin')}"
     return client

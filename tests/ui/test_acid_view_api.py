@@ -4,7 +4,7 @@ files: what each returns, the actions' effects, and Airflow's authentication and
 from __future__ import annotations
 
 import pytest
-from ui_auth import token_for
+from support.ui_auth import token_for
 
 from acid_core.metastore.compactions import CompactionType
 

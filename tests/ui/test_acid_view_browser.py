@@ -92,8 +92,8 @@ def artifacts(tmp_path_factory):
 def airflow(tmp_path_factory, artifacts):
     """`airflow standalone` with the plugin, on a metastore with ui_tables' history and tables; acid_compact and
     acid_table_settings unpaused. Yields what the checks need."""
-    import ui_tables
-    from processes import kill_session
+    from support import ui_tables
+    from support.processes import kill_session
 
     from acid_platform import load_settings, platform_environment
 

@@ -10,8 +10,8 @@ import re
 from contextlib import contextmanager
 
 import pytest
-import ui_tables
 from sqlalchemy import event
+from support import ui_tables
 
 from acid_core.errors import UsageError
 from acid_core.health import PartitionHealth, table_health

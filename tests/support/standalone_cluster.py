@@ -4,7 +4,7 @@ working directory, no PYTHONPATH, no PYSPARK_PYTHON, only a plain Python that ca
 PATH), like a node that has nothing but Spark and Python. Also the plain Python, and the executors' settings that
 point `acid_core.shipping` at a build directory shared by every test of a run.
 
-Imported as a top-level module (pytest puts `tests/` on `sys.path` for its conftest).
+Imported as `support.<module>` (tests/support/__init__.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from processes import kill_session
+from support.processes import kill_session
 
 LOOPBACK = "127.0.0.1"
 PYSPARK_HOME = Path(list(importlib.util.find_spec("pyspark").submodule_search_locations)[0])

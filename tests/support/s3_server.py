@@ -1,12 +1,12 @@
 """An S3-compatible server on loopback for the tests and benchmarks: moto's S3 (the standalone server on PyPI) in a
 process of its own, counting the requests it serves by S3 operation.
 
-`python tests/s3_server.py --port N` serves; `S3Server` starts one on a free port, waits for it, gives the
+`python tests/support/s3_server.py --port N` serves; `S3Server` starts one on a free port, waits for it, gives the
 environment that points pyarrow (and boto-style clients) at it, makes buckets, and reads or resets the counts
 (`GET /_acid/requests` and `DELETE /_acid/requests`, a path no bucket can have: names hold no `_`). Every request and
 wait is on 127.0.0.1 and bounded in time.
 
-Imported as a top-level module (pytest puts `tests/` on `sys.path`); bench/ imports it the same way.
+Imported as `support.<module>` (tests/support/__init__.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Processes a test started in their own session: list them, and end them all (Spark leaves a Python daemon in its
 own process group, so killing the process group is not enough).
 
-Imported as a top-level module (pytest puts `tests/` on `sys.path` for its conftest).
+Imported as `support.<module>` (tests/support/__init__.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Run every capped-memory job of test_capped_memory.py in one fresh Spark application whose Python workers are
 capped (`spark.executor.pyspark.memory`): `python capped_jobs.py METASTORE_URL WAREHOUSE CAP RESULT_FILE`.
 
-The tables (built by the test with bench/big_partition.py) are `default.major`, `minor`, `rebalance` and `plain`, and
+The tables (built by the test with tests/support/big_partition.py) are `default.major`, `minor`, `rebalance` and `plain`, and
 laid out as Hive's writer lays files out (64 MiB stripes by ORC's compressed-size rule), `hive_major` and `hive_plain`.
 Each job's outcome goes to RESULT_FILE as JSON {job: {"ok": bool, "error": str, ...figures}}; one job failing does
 not stop the others. A fresh process because a SparkContext's settings are fixed for its life.
@@ -14,15 +14,14 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from big_partition import digest  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for support.*
 
 from acid_core.compaction.worker import CompactionWorker  # noqa: E402
 from acid_core.metastore import Metastore  # noqa: E402
 from acid_core.metastore.compactions import CompactionType  # noqa: E402
 from spark_jobs.compact import SPLIT_ROWS, SparkRunner  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
+from support.big_partition import digest  # noqa: E402
 
 WRITE_ROWS = 2_600_000
 MEMORY_SIGNS = r"MemoryError|Cannot allocate memory|bad_alloc|Python worker exited unexpectedly|crashed"

@@ -6,11 +6,10 @@ Shared by the TestClient tests and the browser test (which builds it before star
 
 from __future__ import annotations
 
-from committed_writes import insert  # noqa: F401  (re-exported to the tests)
-
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionType
+from support.committed_writes import insert  # noqa: F401  (re-exported to the tests)
 
 COLUMNS = [("id", "int"), ("v", "string")]
 TRACEBACK = ("Traceback (most recent call last):\n  File \"compact.py\", line 10, in main\n    run()\n"

@@ -2,7 +2,7 @@
 `Stats` sends while `metrics_to(listener)` is in effect (the `[metrics]` settings are read from the environment when
 the StatsD client is made, so it sets them and makes a new client; afterwards metrics are off again).
 
-Imported as a top-level module (pytest puts `tests/airflow` on `sys.path`).
+Imported as `support.<module>` (tests/support/__init__.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Shared by the end-to-end compaction tests: a partitioned ACID table written in real metastore transactions, its rows
 under a metastore snapshot, a directory fingerprint, and `acid compact run` as a real process.
 
-Imported as a top-level module (pytest puts `tests/spark` on `sys.path`, as `tests/conftest.py` explains).
+Imported as `support.<module>` (tests/support/__init__.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from processes import kill_session
 
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
@@ -21,8 +20,9 @@ from acid_core.metastore.locks import LockType
 from acid_core.metastore.txns import Operation, full_table_name
 from acid_core.rowid import RowId
 from acid_core.table_write import TableWrite
+from support.processes import kill_session
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = (("id", "bigint"), ("name", "string"), ("amount", "double"))
 WORKER_TIMEOUT_MS = 86_400_000  # hive.compactor.worker.timeout: Hive's default, one day
 ROW_ID_COLUMNS = ["row__id.writeid", "row__id.bucketid", "row__id.rowid"]

@@ -1,5 +1,5 @@
 """One committed write into a test table, as a real writer makes it (transaction, write id, components, a delta):
-shared by the Airflow and the ACID view tests. Imported as a top-level module (`tests/` is on `sys.path`)."""
+shared by the Airflow and the ACID view tests. Imported as `support.committed_writes`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The "Metrics and alerts" tables of docs/operations.md, parsed: shared by the fast check against the code
-(`test_metrics_table.py`) and the Airflow metrics test (what arrived on the wire). Imported as a top-level module
-(pytest puts `tests/` on `sys.path`)."""
+(`test_metrics_table.py`) and the Airflow metrics test (what arrived on the wire). Imported as
+`support.metrics_docs`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 SECTION = "## Metrics and alerts"
 
 

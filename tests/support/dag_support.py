@@ -1,7 +1,7 @@
 """Shared by the Airflow tests: reading a `dag.test()` run's task states, XComs and asset events, writing rows and
 listing table directories.
 
-Imported as a top-level module (pytest puts `tests/airflow` on `sys.path`, as for `tests/spark/compaction_support.py`).
+Imported as `support.<module>` (tests/support/__init__.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import stat
 import sys
 from pathlib import Path
 
-from committed_writes import insert  # noqa: F401  (re-exported to the tests)
+from support.committed_writes import insert  # noqa: F401  (re-exported to the tests)
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = (("id", "int"), ("name", "string"))
