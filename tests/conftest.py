@@ -54,24 +54,51 @@ def postgres_server() -> Iterator[PostgresServer]:
     server.stop()
 
 
+def _test_database(server: PostgresServer, request: pytest.FixtureRequest, template: str | None = None) -> Iterator[str]:
+    slug = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower()).strip("_")
+    name = f"t{next(_database_numbers)}_{slug}"[:63]
+    yield server.create_database(name, template=template)
+    server.drop_database(name)
+
+
 @pytest.fixture
 def postgres_url(postgres_server: PostgresServer, request: pytest.FixtureRequest) -> Iterator[str]:
     """SQLAlchemy URL of a new, empty database for this test only; dropped afterwards (open connections are ended)."""
-    slug = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower()).strip("_")
-    name = f"t{next(_database_numbers)}_{slug}"[:63]
-    yield postgres_server.create_database(name)
-    postgres_server.drop_database(name)
+    yield from _test_database(postgres_server, request)
+
+
+METASTORE_TEMPLATE = "acid_metastore_template"
+
+
+@pytest.fixture(scope="session")
+def postgres_metastore_template(postgres_server: PostgresServer) -> str:
+    """A database holding the metastore schema (its DDL replayed once per run), which each test's metastore database
+    copies instead of replaying the DDL."""
+    from acid_core.metastore.engine import Database
+
+    database = Database(postgres_server.create_database(METASTORE_TEMPLATE))
+    try:
+        database.init_schema()
+    finally:
+        database.dispose()  # a template must have no connections when it is copied
+    return METASTORE_TEMPLATE
 
 
 @pytest.fixture(params=[
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ])
-def metastore_url(request: pytest.FixtureRequest, tmp_path) -> str:
-    """The test runs twice: on a SQLite file in `tmp_path`, and on a fresh PostgreSQL database."""
+def metastore_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+    """The test runs twice: on a SQLite file in `tmp_path`, and on a PostgreSQL database of its own that already holds
+    the metastore schema (a copy of `postgres_metastore_template`; `init` finds it current), or an empty one for tests
+    marked `empty_metastore` (those of the schema's creation)."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/metastore.db"
-    return request.getfixturevalue("postgres_url")
+        yield f"sqlite:///{tmp_path}/metastore.db"
+        return
+    server = request.getfixturevalue("postgres_server")
+    empty = request.node.get_closest_marker("empty_metastore") is not None
+    template = None if empty else request.getfixturevalue("postgres_metastore_template")
+    yield from _test_database(server, request, template)
 
 
 TEST_IDENTITY = ("tester", "testhost")

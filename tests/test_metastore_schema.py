@@ -17,6 +17,8 @@ from acid_core.errors import MetastoreError
 from acid_core.metastore import Metastore, schema
 from acid_core.metastore.catalog import DEFAULT_DATABASE
 
+pytestmark = pytest.mark.empty_metastore  # these tests create the schema themselves
+
 PROCESS_TIMEOUT_SECONDS = 60
 
 
