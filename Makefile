@@ -9,7 +9,7 @@ ACID_HOME ?= $(CURDIR)/.acid-home
 export ACID_HOME
 # The UI / API port of `make run` is AIRFLOW__API__PORT (default 8080): `make run AIRFLOW__API__PORT=8091`.
 
-.PHONY: run test bench install clean
+.PHONY: run test test-fast bench install clean
 
 install: $(STAMP)
 
@@ -32,10 +32,19 @@ CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
 	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium)'
 
+# The suite runs on one pytest-xdist worker per core (each worker has its own PostgreSQL server, Spark session and
+# Airflow home); `make test PYTEST_WORKERS=0` runs it in one process. Work stealing keeps both cores busy to the end.
+PYTEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist worksteal
+
 # lint-imports checks the import contracts of pyproject.toml first (plugins/ on the path, as Airflow puts it there).
 test: $(STAMP) $(CHROMIUM)
 	PYTHONPATH="$(CURDIR)/plugins" $(BIN)/lint-imports
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
+
+# The edit-test loop: every test that starts no JVM and no Airflow and is not marked slow (CI runs `make test`).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not (spark or airflow or interop or browser or slow)"
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_snapshot_read.py

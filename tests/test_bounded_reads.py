@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from acid_core.fs import FileSystem
 from acid_core.layout import base_dir_name, bucket_file_name
@@ -52,6 +53,7 @@ def _read_growth_mib(location: Path, rows: int) -> float:
     return figures["growth_kib"] / 1024
 
 
+@pytest.mark.slow
 def test_acid_read_memory_does_not_follow_the_partition(tmp_path):
     """Four times the rows (0.2M -> 0.8M): `acid read --format jsonl` used to hold every row as a dict (about 0.76 KB
     a row, so some 450 MB more); streaming a batch at a time it grows by a small fraction of that."""

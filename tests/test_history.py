@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from acid_core.compaction.cleaner import clean
@@ -141,6 +142,7 @@ def _rows(ms: Metastore, table: sa.Table) -> list:
     return ms.db.run("read", lambda conn: conn.execute(sa.select(table)).all(), write=False)
 
 
+@pytest.mark.slow
 def test_history_after_20000_transactions_keeps_only_what_hive_keeps(ms, clock):
     model = Model(ms)
     _watch_snapshots(ms, model)

@@ -239,6 +239,7 @@ def _compaction_growth_mib(root: Path, rows: int) -> float:
     return figures["growth_kib"] / 1024
 
 
+@pytest.mark.slow
 def test_a_major_compaction_of_one_big_bucket_grows_far_less_than_the_bucket(tmp_path):
     """Four times the rows in one bucket's base (0.5M -> 2M rows; about 100 MB more decoded data): the whole-bucket
     compaction's peak memory rose by over twice that; the streaming one holds a stripe per input and the output's
