@@ -1,73 +1,56 @@
 """`acid compact run COMPACTION_ID`: submit one queued compaction through spark-submit, as the Airflow task does.
 
 The queue entry decides, with the same core rules as the Airflow operator (`acid_core.compaction.attempt`), whether
-to start spark-submit at all and what the run did; the driver's own report only adds detail to the message. The driver
-runs here (client mode) on this interpreter; on a cluster master the executors get the code and a Python environment
-from `acid_core.shipping`, as `ACID_EXECUTOR_ENV` and its sibling variables choose, never this interpreter's path.
+to start spark-submit at all and what the run did; the driver's own report only adds detail to the message. What
+spark-submit gets (job file, arguments, settings, the executors' code and Python, the driver's environment) is built
+by `acid_core.compaction.launch`, as for the Airflow task; here the executors' options come from `ACID_EXECUTOR_ENV`
+and its sibling variables (`acid_core.shipping`), and the master from `--master`, `ACID_SPARK_MASTER` or local[*].
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from acid_core.errors import AcidError, UsageError
+from acid_core.errors import AcidError
 
 if TYPE_CHECKING:
     from acid_core.compaction.attempt import Verdict
-
-COMPACT_JOB = Path(__file__).resolve().parent.parent / "spark_jobs" / "compact.py"
-
-
-def spark_submit_command(compaction_id: int, *, metastore: str | None = None, master: str | None = None,
-                         spark_conf: dict[str, str] | None = None) -> list[str]:
-    """The spark-submit command line for one compaction (the Airflow operator builds the same one)."""
-    submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or shutil.which("spark-submit")
-    if submit is None:
-        raise UsageError("spark-submit was not found: install pyspark (requirements.txt) or put Spark's bin on PATH")
-    command = [submit, "--master", master or os.environ.get("ACID_SPARK_MASTER", "local[*]"),
-               "--name", f"acid-compaction-{compaction_id}"]
-    for key, value in sorted((spark_conf or {}).items()):
-        command += ["--conf", f"{key}={value}"]
-    command += [str(COMPACT_JOB), "--compaction-id", str(compaction_id)]
-    if metastore:
-        command += ["--metastore", metastore]
-    return command
+    from acid_core.compaction.launch import SparkSubmit
 
 
 def run(compaction_id: int, *, metastore: str | None = None, master: str | None = None) -> int:
     """Run the compaction and wait; the outcome goes to stdout, an error to stderr (exit status 1).
 
-    Spark's own log stays on the terminal as spark-submit prints it.
+    Spark's own output (warnings and errors of the driver, the job's lines) goes to stderr as spark-submit prints it.
     """
+    from acid_core.compaction import launch
     from acid_core.compaction.attempt import Result, after_run, before_run
-    from acid_core.compaction.job_conf import compaction_spark_conf
     from acid_core.metastore import Metastore
-    from acid_core.shipping import combine_conf, executor_conf, options_from_env
+    from acid_core.shipping import options_from_env
 
     store = Metastore(metastore, pool_size=1)
     try:
         before = before_run(store.compactions.get(compaction_id), compaction_id)
         if before.result is not Result.RUN:  # nothing to do, or nothing that running would mend: no JVM started
             return _finish(before, compaction_id)
-        try:  # the job's Spark settings: the request's compactor.spark.* properties, the table's, the database's
-            table = store.catalog.get_table(before.entry.database, before.entry.table)
-            database = store.catalog.get_database(before.entry.database)
-            job_conf = compaction_spark_conf(table.params, before.entry.properties, database_params=database.params)
-            master = master or os.environ.get("ACID_SPARK_MASTER") or "local[*]"
-            shipped = executor_conf(master, options_from_env())  # {} on local masters: this interpreter, as before
-        except AcidError as exc:
-            print(f"acid compact: error: compaction {compaction_id}: {exc}", file=sys.stderr)
-            return 1
-        reported, launch_error = _submit(compaction_id, metastore=metastore, master=master,
-                                         spark_conf=combine_conf(job_conf, shipped),
-                                         executor_python=shipped.get("spark.pyspark.python"))
+        master = master or os.environ.get(launch.MASTER_VARIABLE) or launch.DEFAULT_MASTER
+        with tempfile.TemporaryDirectory(prefix="acid-compact-") as scratch:
+            result_file = os.path.join(scratch, "result.json")  # the driver's report
+            try:
+                submission = launch.submission(
+                    name=f"{launch.NAME}-{compaction_id}", master=master,
+                    arguments=launch.compaction_arguments(compaction_id, result_file=result_file),
+                    job_conf=launch.job_conf(store, before.entry),
+                    shipped=launch.shipped_conf(master, options_from_env()), metastore_url=metastore)
+            except AcidError as exc:
+                print(f"acid compact: error: compaction {compaction_id}: {exc}", file=sys.stderr)
+                return 1
+            reported, launch_error = _submit(submission, result_file)
         after = after_run(store, compaction_id, worker_id=(reported or {}).get("worker_id"), launch_error=launch_error)
         detail = reported["message"] if reported is not None and bool(reported.get("ok")) == after.ok else None
         return _finish(after, compaction_id, detail)
@@ -75,38 +58,34 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
         store.close()
 
 
-def _submit(compaction_id: int, *, metastore: str | None, master: str, spark_conf: dict[str, str],
-            executor_python: str | None = None) -> tuple[dict | None, str | None]:
-    """spark-submit the job to the end: (the driver's report, None when it wrote none; what went wrong launching or
-    running it, None when spark-submit exited 0). `executor_python` (a cluster's executors' Python) replaces any
-    PYSPARK_PYTHON of this environment, which spark-submit would otherwise give the executors."""
-    environment = dict(os.environ)
-    if executor_python is not None:
-        environment["PYSPARK_PYTHON"] = executor_python
-        environment["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    environment.setdefault("PYSPARK_PYTHON", sys.executable)
-    environment.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    environment.pop("ACID_SPARK_MASTER", None)  # spark-submit's --master decides; the job must not override it
-    if metastore:  # through the environment, its password apart: never on spark-submit's command line
-        from acid_core.metastore.engine import driver_environment
+def spark_submit(submission: SparkSubmit) -> int:
+    """Run `submission` to its end; its exit status. The job's output (with the driver's merged stderr) is
+    diagnostics: it goes to our stderr.
 
-        environment.update(driver_environment(metastore))
-        metastore = None
-    with tempfile.TemporaryDirectory(prefix="acid-compact-") as scratch:
-        result_file = os.path.join(scratch, "result.json")
-        try:
-            command = spark_submit_command(compaction_id, metastore=metastore, master=master, spark_conf=spark_conf)
-            # the job's own output (with the driver's merged stderr) is diagnostics: it goes to our stderr
-            status = subprocess.run(command + ["--result-file", result_file], env=environment, check=False,
-                                    stdout=sys.stderr).returncode
-        except (UsageError, OSError) as exc:
-            return None, f"cannot start spark-submit: {exc}"
-        try:
-            with open(result_file, encoding="utf-8") as handle:
-                reported = json.load(handle)
-        except (OSError, ValueError):
-            reported = None  # killed, or Spark failed to start: the queue entry says what happened
-        return reported, None if status == 0 else f"exit status {status}"
+    Raises:
+        LaunchError: no spark-submit on the PATH it gets.
+        OSError: spark-submit could not be started.
+    """
+    from acid_core.compaction.launch import find_spark_submit
+
+    environment = submission.process_environment(os.environ)
+    return subprocess.run(submission.command(find_spark_submit(environment)), env=environment, check=False,
+                          stdout=sys.stderr).returncode
+
+
+def _submit(submission: SparkSubmit, result_file: str) -> tuple[dict | None, str | None]:
+    """spark-submit the job to the end: (the driver's report, None when it wrote none; what went wrong launching or
+    running it, None when spark-submit exited 0)."""
+    try:
+        status = spark_submit(submission)
+    except (AcidError, OSError) as exc:
+        return None, f"cannot start spark-submit: {exc}"
+    try:
+        with open(result_file, encoding="utf-8") as handle:
+            reported = json.load(handle)
+    except (OSError, ValueError):
+        reported = None  # killed, or Spark failed to start: the queue entry says what happened
+    return reported, None if status == 0 else f"exit status {status}"
 
 
 def _finish(verdict: Verdict, compaction_id: int, detail: str | None = None) -> int:

@@ -146,7 +146,7 @@ def _no_spark_submit(*args, **kwargs):
 
 
 def test_cli_reports_nothing_to_do_without_starting_spark(ms, capsys, monkeypatch):
-    monkeypatch.setattr(compact_command, "spark_submit_command", _no_spark_submit)
+    monkeypatch.setattr(compact_command, "spark_submit", _no_spark_submit)
     compaction_id = in_state(ms, S.READY_FOR_CLEANING)
     before = ms.compactions.get(compaction_id)
     assert compact_command.run(compaction_id, metastore=ms.url) == 0
@@ -162,7 +162,7 @@ def test_cli_reports_nothing_to_do_without_starting_spark(ms, capsys, monkeypatc
     (S.ABORTED, "of default.t aborted by Abort Comapction request"),
 ])
 def test_cli_refuses_what_may_not_run_without_starting_spark(ms, capsys, monkeypatch, state, problem):
-    monkeypatch.setattr(compact_command, "spark_submit_command", _no_spark_submit)
+    monkeypatch.setattr(compact_command, "spark_submit", _no_spark_submit)
     compaction_id = in_state(ms, state) if state is not None else 4242
     assert compact_command.run(compaction_id, metastore=ms.url) == 1
     out, err = capsys.readouterr()
@@ -173,7 +173,7 @@ def test_cli_records_a_spark_submit_that_cannot_start_as_failed_like_airflow(ms,
     def missing(*args, **kwargs):
         raise UsageError("spark-submit was not found: install pyspark")
 
-    monkeypatch.setattr(compact_command, "spark_submit_command", missing)
+    monkeypatch.setattr(compact_command, "spark_submit", missing)
     compaction_id = in_state(ms, S.INITIATED)
     assert compact_command.run(compaction_id, metastore=ms.url) == 1
     entry = ms.compactions.get(compaction_id)

@@ -33,13 +33,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from acid_plugin.operators import (
-    AcidCompactionOperator,
-    _summary,
-    _worker_id,
-    compact_job_path,
-    quiet_driver_java_options,
-)
+from acid_plugin.operators import AcidCompactionOperator, _summary, _worker_id
 
 FOLLOW_SECONDS = 1.0  # how often the task reads what its driver recorded (metrics and alerts as compactions end)
 
@@ -80,9 +74,10 @@ class AcidCompactionBatchOperator(AcidCompactionOperator):
         worker_id = _worker_id(context, 0)
         base_conf = dict(self.conf or {})
         base_env = dict(self.env_vars or {})
-        self.application = self.application or compact_job_path()
+        application = self.application or None  # None: spark_jobs/compact.py
         run = _BatchRun(self, context, metastore_hook, worker_id)
         shipped: dict[str, str] | None = None
+        master = deploy_mode = None
         stopped = "queue empty"
         try:
             while remaining > 0 and time.monotonic() < deadline:
@@ -94,13 +89,12 @@ class AcidCompactionBatchOperator(AcidCompactionOperator):
                     remaining = int(self.max_compactions) - run.ran
                     continue
                 if shipped is None:
-                    shipped = self._executor_conf(head.id)  # {} on local masters
-                self.conf = _combine(base_conf, job_conf, shipped)
-                self.conf.setdefault("spark.driver.extraJavaOptions", quiet_driver_java_options())
-                self.env_vars = self._driver_env(metastore_hook, shipped, base_env)
+                    master, deploy_mode, shipped = self._executor_conf(head.id)  # {} on local masters
                 stop = run.application(self, selection, remaining=remaining,
-                                       seconds=max(1.0, deadline - time.monotonic()), job_conf=job_conf,
-                                       launcher_conf=_launcher_conf(base_conf), head=head.id)
+                                       seconds=max(1.0, deadline - time.monotonic()), head=head.id,
+                                       launch={"name": self.name, "master": master, "deploy_mode": deploy_mode,
+                                               "job_conf": job_conf, "shipped": shipped, "configured": base_conf,
+                                               "own_environment": base_env, "application": application})
                 remaining = int(self.max_compactions) - run.ran
                 stopped = stop.get("reason") or "killed"
                 if stopped != OTHER_SETTINGS:
@@ -110,19 +104,6 @@ class AcidCompactionBatchOperator(AcidCompactionOperator):
         finally:
             self.conf, self.env_vars = base_conf, base_env
         return run.finish(stopped)
-
-
-def _combine(base_conf: dict, job_conf: dict, shipped: dict) -> dict:
-    from acid_core.shipping import combine_conf
-
-    return combine_conf({**base_conf, **job_conf}, shipped)
-
-
-def _launcher_conf(base_conf: dict) -> dict:
-    """The launcher's own settings that a compaction's job settings are made with (acid_core.compaction.job_conf)."""
-    from acid_core.metastore.properties import PYSPARK_MEMORY_CONF
-
-    return {PYSPARK_MEMORY_CONF: base_conf[PYSPARK_MEMORY_CONF]} if PYSPARK_MEMORY_CONF in base_conf else {}
 
 
 class _BatchRun:
@@ -146,7 +127,7 @@ class _BatchRun:
     def next_head(self, selection, base_conf: dict):
         """The oldest waiting entry and its job settings; (entry, None) when its settings cannot be used (it is then
         recorded failed, as Hive's worker records a compaction it cannot start), (None, None) when none waits."""
-        from acid_core.compaction.job_conf import compaction_spark_conf
+        from acid_core.compaction.launch import job_conf
         from acid_core.errors import AcidError, CompactionStateError
 
         with self.metastore_hook.metastore() as metastore:
@@ -154,10 +135,7 @@ class _BatchRun:
             if head is None:
                 return None, None
             try:
-                table = metastore.catalog.get_table(head.database, head.table)
-                database = metastore.catalog.get_database(head.database)
-                return head, compaction_spark_conf(table.params, head.properties, configured=base_conf,
-                                                   database_params=database.params)
+                return head, job_conf(metastore, head, configured=base_conf)
             except AcidError as exc:
                 message = f"compaction {head.id}: {exc}"
                 try:
@@ -169,36 +147,31 @@ class _BatchRun:
                 self._ended({"compaction_id": head.id, "result": "failed", "message": message, "stats": {}})
                 return head, None
 
-    def application(self, operator, selection, *, remaining: int, seconds: float, job_conf: dict,
-                    launcher_conf: dict, head: int) -> dict:
-        """spark-submit one batch application to its end; returns its stop record ({} when it was killed)."""
+    def application(self, operator, selection, *, remaining: int, seconds: float, head: int, launch: dict) -> dict:
+        """spark-submit one batch application to its end; returns its stop record ({} when it was killed). `launch`
+        holds what `acid_core.compaction.launch.submission` takes besides the arguments."""
         from acid_core.compaction.attempt import Result, after_run
         from acid_core.compaction.codes import CompactionState
+        from acid_core.compaction.launch import batch_arguments
 
         result_dir = tempfile.mkdtemp(prefix="acid-compaction-batch-")
         result_file = os.path.join(result_dir, "records.jsonl")
         open(result_file, "w").close()
-        which = (["--pool", selection.pool] if selection.pool is not None else
-                 (["--other-than", ",".join(selection.other_than)] if selection.other_than else [])
-                 + (["--pool-timeout-ms", str(selection.pool_timeout_ms)] if selection.pool_timeout_ms else []))
-        operator.application_args = [
-            "--batch", *which, "--worker-id", self.worker_id, "--result-file", result_file,
-            "--max-compactions", str(remaining), "--max-seconds", f"{seconds:.0f}",
-            "--job-conf", json.dumps(job_conf, sort_keys=True), "--launcher-conf", json.dumps(launcher_conf)]
+        job_conf = launch["job_conf"]
+        arguments = batch_arguments(pool=selection.pool, other_than=selection.other_than,
+                                    pool_timeout_ms=selection.pool_timeout_ms, worker_id=self.worker_id,
+                                    result_file=result_file, max_compactions=remaining, max_seconds=seconds,
+                                    job_conf=job_conf, configured=launch["configured"])
         self.applications += 1
         self.log.info("compaction batch: Spark application %d of this task for up to %d compactions and %.0f s, "
                       "settings %s", self.applications, remaining, seconds,
                       ", ".join(f"{key}={value}" for key, value in sorted(job_conf.items())))
         follower = _Follower(result_file, self._ended)
         follower.start()
-        submit_error = None
-        operator._hook = None  # a hook of this application's settings (the provider keeps the first one)
-        try:
-            SparkSubmitOperator.execute(operator, self.context)
-        except (AirflowException, OSError) as exc:  # the records say what happened; the exit status does not
-            submit_error = exc
+        try:  # the records say what happened; the exit status does not
+            submit_error = operator._spark_submit(operator._submission(self.metastore_hook, arguments=arguments,
+                                                                       **launch))
         finally:
-            operator._close_submit_pipe()
             records = follower.finish()
             shutil.rmtree(result_dir, ignore_errors=True)
         started = [r["compaction_id"] for r in records if r.get("event") == "start"]

@@ -6,11 +6,17 @@ in the compaction queue. What the entry's state means before and after the run i
 to Airflow: compacted or already compacted succeed (their asset events name the compaction in `extra`), refused
 for lack of work (Hive's refusal, not a failure), aborted (ABORT COMPACTIONS, the ACID view's Abort, before or while
 the task ran: what the operator asked for, not a failure) and held by another worker are skipped (no asset event), a
-killed driver is a retryable failure, anything else fails the task with the queue's one-line error message. The
-metastore URL reaches the driver through its environment (never on the command line, which spark-submit and Airflow
-log), so client deploy mode is required: the driver runs where the task runs, like Hive's worker thread, on this
-interpreter. On a cluster master the executors get the code and a Python environment from `acid_core.shipping`, as
-the connection's `acid-*` extra keys choose; this worker's interpreter path never reaches them.
+killed driver is a retryable failure, anything else fails the task with the queue's one-line error message.
+
+What spark-submit gets is built by `acid_core.compaction.launch`, as for `acid compact run`: the job file and its
+arguments, the settings (this operator's `conf`, the compaction's `compactor.spark.*` properties, the executors' code
+and Python from `acid_core.shipping` as the Spark connection's `acid-*` extra keys choose) and the driver's
+environment (the metastore URL with its password apart, never on the command line, which spark-submit and Airflow
+log). So client deploy mode is required: the driver runs where the task runs, like Hive's worker thread, on this
+interpreter. The submission goes through the provider's public API: this operator's public attributes, its
+SparkSubmitHook's `submit` (spark-submit's whole environment as a Popen argument, so no `env_vars` turn into
+`--conf spark.yarn.appMasterEnv.*` settings on a YARN master) and `on_kill`. What that API cannot do is marked where
+it is done (`_spark_submit`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ import os
 import re
 import shutil
 import socket
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -30,16 +35,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 COMPACTION_POOL = "acid_compaction"  # the Airflow pool; its slots are hive.compactor.worker.threads
-
-
-def compact_job_path() -> str:
-    """Absolute path of spark_jobs/compact.py (found without importing pyspark)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("spark_jobs")
-    if spec is None or not spec.submodule_search_locations:
-        raise AirflowFailException("the spark_jobs package is not importable: install this project (pip install -e .)")
-    return os.path.join(list(spec.submodule_search_locations)[0], "compact.py")
 
 
 class AcidCompactionOperator(SparkSubmitOperator):
@@ -59,18 +54,21 @@ class AcidCompactionOperator(SparkSubmitOperator):
     ui_color = "#f4a460"
 
     def __init__(self, *, compaction_id: int | str | None, acid_metastore_conn_id: str = "acid_metastore",
-                 conn_id: str = "spark_default", failed_threshold: int | None = None, **kwargs: Any) -> None:
+                 conn_id: str = "spark_default", deploy_mode: str | None = None, failed_threshold: int | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("name", "acid-compaction")
-        super().__init__(conn_id=conn_id, **kwargs)
+        super().__init__(conn_id=conn_id, deploy_mode=deploy_mode, **kwargs)
         self.compaction_id = compaction_id
         self.acid_metastore_conn_id = acid_metastore_conn_id
+        self.spark_conn_id = conn_id  # the provider keeps both of these to itself
+        self.deploy_mode = deploy_mode
         self.failed_threshold = failed_threshold  # the alert's failed.compacts.threshold (None: Hive's default, 2)
+        self.submit_hook = None  # the provider's hook of the spark-submit running now (on_kill stops it)
 
     def execute(self, context) -> dict:
+        from acid_core.compaction import launch
         from acid_core.compaction.attempt import Result, after_run, before_run, describe
-        from acid_core.compaction.job_conf import compaction_spark_conf
-        from acid_core.errors import AcidError
-        from acid_core.shipping import combine_conf
+        from acid_core.errors import InvalidPropertyError
         from acid_plugin.hooks import AcidMetastoreHook
 
         compaction_id = int(self.compaction_id)
@@ -93,37 +91,30 @@ class AcidCompactionOperator(SparkSubmitOperator):
             raise _airflow_error(before)
 
         worker_id = _worker_id(context, compaction_id)
+        configured = dict(self.conf or {})
         with metastore_hook.metastore() as metastore:
-            table = metastore.catalog.get_table(entry.database, entry.table)
-            database = metastore.catalog.get_database(entry.database)
-        try:  # the job's Spark settings: the request's compactor.spark.* properties, the table's, the database's
-            job_conf = compaction_spark_conf(table.params, entry.properties, configured=self.conf,
-                                             database_params=database.params)
-        except AcidError as exc:
-            raise AirflowFailException(f"compaction {compaction_id}: {exc}") from None
-        shipped = self._executor_conf(compaction_id)  # {} on local masters: this interpreter, as before
-        self.conf = combine_conf({**(self.conf or {}), **job_conf}, shipped)
-        self.name = f"acid-compaction-{compaction_id}"
-        self.application = self.application or compact_job_path()
+            try:  # the job's Spark settings: the request's compactor.spark.* properties, the table's, the database's
+                job_conf = launch.job_conf(metastore, entry, configured=configured)
+            except InvalidPropertyError as exc:
+                raise AirflowFailException(f"compaction {compaction_id}: {exc}") from None
+        master, deploy_mode, shipped = self._executor_conf(compaction_id)  # {} on local masters: this interpreter
         result_dir = tempfile.mkdtemp(prefix=f"acid-compaction-{compaction_id}-")
         result_file = os.path.join(result_dir, "result.json")  # the driver's numbers for the metrics
-        self.application_args = ["--compaction-id", str(compaction_id), "--worker-id", worker_id,
-                                 "--result-file", result_file]
-        self.conf.setdefault("spark.driver.extraJavaOptions", quiet_driver_java_options())
-        self.env_vars = self._driver_env(metastore_hook, shipped, self.env_vars)
-        self.log.info("%s as worker %s (%s)", before.message, worker_id,
-                      ", ".join(f"{key}={value}" for key, value in sorted({**job_conf, **shipped}.items())))
-        submit_error: AirflowException | OSError | None = None
         try:
-            super().execute(context)
-        except (AirflowException, OSError) as exc:  # the queue entry says what happened; the exit status does not
-            submit_error = exc
+            submission = self._submission(
+                metastore_hook, name=f"{launch.NAME}-{compaction_id}", master=master, deploy_mode=deploy_mode,
+                arguments=launch.compaction_arguments(compaction_id, worker_id=worker_id, result_file=result_file),
+                job_conf=job_conf, shipped=shipped, configured=configured, own_environment=self.env_vars,
+                application=self.application or None)
+            self.log.info("%s as worker %s (%s)", before.message, worker_id,
+                          ", ".join(f"{key}={value}" for key, value in sorted({**job_conf, **shipped}.items())))
+            submit_error = self._spark_submit(submission)
         finally:
-            self._close_submit_pipe()
+            run_stats = _read_stats(result_dir, result_file)
         with metastore_hook.metastore() as metastore:
             after = after_run(metastore, compaction_id, worker_id=worker_id,
                               launch_error=str(submit_error) if submit_error is not None else None)
-        self._metrics_and_alerts(context, metastore_hook, after, _read_stats(result_dir, result_file))
+        self._metrics_and_alerts(context, metastore_hook, after, run_stats)
         if after.warning:
             self.log.warning("%s", after.warning)
         if after.result is Result.ABORTED:  # what the operator asked for, whatever the driver said: no asset event
@@ -138,34 +129,59 @@ class AcidCompactionOperator(SparkSubmitOperator):
         _describe_events(context, self.outlets, after.entry)
         return _summary(after.entry, after.message)
 
-    def _driver_env(self, metastore_hook, shipped: dict[str, str], own: dict[str, str] | None) -> dict[str, str]:
-        """spark-submit's environment (its driver's too): the metastore URL and password, the warehouse, this
-        interpreter for the driver, the executors' Python, SPARK_LOCAL_IP on loopback for a local master on a host
-        whose name resolves to loopback (`acid_core.compaction.job_conf.local_driver_environment`, so Spark does not
-        warn about it), then the operator's own `env_vars`, which win."""
-        from acid_core.compaction.job_conf import local_driver_environment
-        from acid_core.metastore.engine import driver_environment
+    def _submission(self, metastore_hook, **parts: Any):
+        """`acid_core.compaction.launch.submission` of `parts` with the metastore and warehouse of the
+        `acid_metastore` connection.
 
-        master = self._get_hook()._connection["master"]
-        return {
-            **driver_environment(metastore_hook.get_url()),  # the password apart from the URL
-            "ACID_WAREHOUSE": metastore_hook.get_warehouse(),
-            # spark-submit gives the executors PYSPARK_PYTHON (spark.pyspark.python wins over it): on a cluster, the
-            # shipped Python, which replaces any PYSPARK_PYTHON of this worker's own environment
-            "PYSPARK_PYTHON": shipped.get("spark.pyspark.python", sys.executable),
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
-            **local_driver_environment(master, {**os.environ, **(own or {})}),
-            **(own or {}),
-        }
+        Raises:
+            AirflowFailException: the job file cannot be found, or the metastore URL cannot be parsed.
+        """
+        from acid_core.compaction import launch
+        from acid_core.errors import AcidError
 
-    def _get_hook(self):
-        """The provider's hook, whose task-log lines leave out what Spark and pyspark print that cannot be turned
-        off where it is printed (`without_known_noise`)."""
-        hook = super()._get_hook()
-        process = hook._process_spark_submit_log
-        hook._process_spark_submit_log = lambda lines: process(without_known_noise(lines))
-        return hook
+        try:
+            return launch.submission(metastore_url=metastore_hook.get_url(), warehouse=metastore_hook.get_warehouse(),
+                                     **parts)
+        except AcidError as exc:
+            raise AirflowFailException(f"cannot build the spark-submit of {parts['name']}: {exc}") from None
+
+    def _spark_submit(self, submission) -> AirflowException | OSError | None:
+        """Run `submission` (`acid_core.compaction.launch.SparkSubmit`) to its end through the provider's
+        SparkSubmitHook; what went wrong (the queue entry says what happened, not the exit status), None when
+        spark-submit exited 0.
+
+        The hook is the provider's `_get_hook()` of this operator's public attributes (the factory that passes every
+        spark-submit argument this operator was given; there is no public one), made anew for each submission (a
+        batch task submits several). spark-submit's environment goes to the hook's public `submit` as a Popen
+        argument. Two things the provider offers no public way to do are done on its hook's internals, each with a
+        fallback: its task-log lines are filtered (`without_known_noise`: it logs every line of spark-submit's
+        output itself, through a structlog logger no logging filter reaches), and spark-submit's output pipe is
+        closed after the run (the hook reads it to the end but never closes it: a ResourceWarning otherwise).
+        """
+        self.application, self.name = submission.application, submission.name
+        self.application_args, self.conf = list(submission.arguments), dict(submission.conf)
+        self.env_vars = None  # the whole environment goes to Popen below, never through the provider's env_vars
+        hook = self._get_hook()
+        process_log = getattr(hook, "_process_spark_submit_log", None)
+        if process_log is not None:
+            hook._process_spark_submit_log = lambda lines: process_log(without_known_noise(lines))
+        self.submit_hook = hook
+        try:
+            hook.submit(submission.application, env=submission.process_environment(os.environ))
+        except (AirflowException, OSError) as exc:
+            return exc
+        finally:
+            process = getattr(hook, "_submit_sp", None)
+            if process is not None and process.stdout is not None and not process.stdout.closed:
+                process.stdout.close()
+            self.submit_hook = None
+        return None
+
+    def on_kill(self) -> None:
+        """Stop the spark-submit running now (the provider's hook kills it, and its YARN application or pod)."""
+        hook = self.submit_hook
+        if hook is not None:
+            hook.on_kill()
 
     def _skip(self, context, verdict) -> AirflowSkipException:
         """An aborted compaction's ending: its summary as the XCom `return_value`, its message logged and skipped."""
@@ -203,8 +219,9 @@ class AcidCompactionOperator(SparkSubmitOperator):
             reached = None
         send_alerts(context, found + ([reached] if reached is not None else []))
 
-    def _executor_conf(self, compaction_id: int) -> dict[str, str]:
-        """`acid_core.shipping.executor_conf` for the `conn_id` connection's master and `acid-*` extra keys.
+    def _executor_conf(self, compaction_id: int) -> tuple[str, str | None, dict[str, str]]:
+        """The master and deploy mode of the `conn_id` connection, as the provider reads them (`spark_master`), and
+        `acid_core.compaction.launch.shipped_conf` for them and the connection's `acid-*` extra keys.
 
         Raises:
             AirflowFailException: a bad `acid-*` extra, cluster deploy mode, or the executors' code or environment
@@ -212,36 +229,33 @@ class AcidCompactionOperator(SparkSubmitOperator):
         """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        from acid_core.shipping import ShippingError, executor_conf, options_from_extra
+        from acid_core.compaction.launch import shipped_conf
+        from acid_core.errors import AcidError
+        from acid_core.shipping import options_from_extra
 
-        connection = self._get_hook()._connection  # the master and deploy mode the submission will use
-        master, deploy_mode = connection["master"], connection["deploy_mode"]
+        connection = SparkSubmitHook.get_connection(self.spark_conn_id)
+        extra = connection.extra_dejson
+        master, deploy_mode = spark_master(connection), self.deploy_mode or extra.get("deploy-mode") or None
         try:
-            options = options_from_extra(SparkSubmitHook.get_connection(self._conn_id).extra_dejson)
-            if deploy_mode == "cluster":
-                raise ShippingError(f"deploy-mode 'cluster' of connection {self._conn_id!r} is not supported: the "
-                                    "driver runs Hive's worker protocol in this task (client mode)")
             started = time.monotonic()
-            shipped = executor_conf(master, options)
-        except ShippingError as exc:
-            raise AirflowFailException(f"compaction {compaction_id}: connection {self._conn_id!r}: {exc}") from None
+            shipped = shipped_conf(master, options_from_extra(extra), deploy_mode=deploy_mode)
+        except AcidError as exc:
+            raise AirflowFailException(f"compaction {compaction_id}: connection {self.spark_conn_id!r}: "
+                                       f"{exc}") from None
         if shipped:
             self.log.info("executors on %s get the shipped code and Python %s (ready in %.1f s)", master,
                           shipped["spark.pyspark.python"], time.monotonic() - started)
-        return shipped
-
-    def _close_submit_pipe(self) -> None:
-        """The provider's hook reads spark-submit's output to the end but leaves the pipe open."""
-        process = getattr(self._hook, "_submit_sp", None) if self._hook is not None else None
-        if process is not None and process.stdout is not None and not process.stdout.closed:
-            process.stdout.close()
+        return master, deploy_mode, shipped
 
 
-def quiet_driver_java_options() -> str:
-    """The driver JVM's log4j2 configuration shipped with the job (spark_jobs/log4j2.properties: warnings and
-    errors only), so Spark's start-up chatter stays out of the task log."""
-    path = os.path.join(os.path.dirname(compact_job_path()), "log4j2.properties")
-    return f"-Dlog4j2.configurationFile=file:{path}"
+def spark_master(connection) -> str:
+    """The master URL the provider's SparkSubmitHook makes of Spark connection `connection`, from its public fields
+    (the provider keeps its own reading private): a `spark` connection's host when that is a whole URL or there is
+    no port, else `<conn_type>://<host>`; then `:<port>`. tests/airflow/test_launcher_parity.py holds the two equal."""
+    host, port = connection.host, connection.port
+    master = host if connection.conn_type == "spark" and host and ("://" in host or not port) \
+        else f"{connection.conn_type}://{host or ''}"
+    return f"{master}:{port}" if port else master
 
 
 # What spark-submit prints that cannot be turned off where it is printed, each matched whole (a line that says anything
