@@ -126,6 +126,10 @@ class InvalidPoolNameError(UsageError, ValueError):
     """A compaction pool name is empty, over 128 characters, or has characters other than letters, digits, _ - and ."""
 
 
+class InvalidSettingError(UsageError, ValueError):
+    """A setting's value (a property, a parameter, an environment variable) is not of its kind or out of its range."""
+
+
 class MetastoreError(AcidError):
     """A metastore operation failed; the database transaction was rolled back."""
 
@@ -160,6 +164,14 @@ class NoSuchLockError(MetastoreError):
 
 class NoSuchObjectError(MetastoreError):
     """An unknown database, table or partition."""
+
+
+class NoSuchPartitionError(NoSuchObjectError):
+    """A request names a partition its table does not have; `partitions` are the ones it has."""
+
+    def __init__(self, message: str, partitions: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.partitions = list(partitions)
 
 
 class AlreadyExistsError(MetastoreError):

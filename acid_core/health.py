@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
 
+from acid_core import settings
 from acid_core.compaction.candidates import BUDGET_DEFERRED
 from acid_core.compaction.initiator import (
     DELTA_NUM_THRESHOLD,
@@ -41,7 +42,6 @@ from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.metastore.locks import LOCK_WAITING
-from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY
 from acid_core.metastore.txns import TXN_OPEN, full_table_name
 from acid_core.state import get_acid_state
 from acid_core.validity import ValidTxnList
@@ -138,13 +138,13 @@ def effective_thresholds(table: TableInfo, *, delta_num_threshold: int = DELTA_N
     Raises:
         MetastoreError: a threshold property is not a number.
     """
-    def one(name: str, key: str, default: float, kind: type) -> Threshold:
-        value = table_threshold(table, key, default, kind)
-        return Threshold(name, value, f"table property {key}" if table.param(key) is not None else "default")
+    def one(setting: settings.Setting, default: float) -> Threshold:
+        key = setting.property_key
+        value = table_threshold(table, setting, default)
+        return Threshold(setting.hive_key, value, f"table property {key}" if table.param(key) is not None else "default")
 
-    return (one("hive.compactor.delta.num.threshold", DELTA_NUM_PROPERTY, delta_num_threshold, int),
-            one("hive.compactor.delta.pct.threshold", DELTA_PCT_PROPERTY, delta_pct_threshold, float),
-            Threshold("metastore.compactor.initiator.failed.compacts.threshold", failed_threshold, "default"))
+    return (one(settings.DELTA_NUM_THRESHOLD, delta_num_threshold), one(settings.DELTA_PCT_THRESHOLD, delta_pct_threshold),
+            Threshold(settings.FAILED_THRESHOLD.hive_key, failed_threshold, "default"))
 
 
 def table_health(metastore: Metastore, database: str, table: str, *, offset: int = 0, limit: int = DEFAULT_PAGE,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from acid_core import settings
 from acid_core.compaction.plan import is_output_of_attempt
 from acid_core.errors import AcidError, NoSuchTxnError, TxnStateError, UsageError
 from acid_core.fs import ensure_inside
@@ -23,8 +24,8 @@ from acid_core.metastore.compactions import CompactionInfo, CompactionState, His
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, fold_completed_components
 from acid_core.table_write import remove_abandoned_staging
 
-DEFAULT_WORKER_TIMEOUT_MS = 86_400_000  # hive.compactor.worker.timeout
-DEFAULT_LEASE_TIMEOUT_MS = 300_000  # like hive.txn.timeout, for reader leases
+DEFAULT_WORKER_TIMEOUT_MS = settings.WORKER_TIMEOUT.default_ms  # hive.compactor.worker.timeout
+DEFAULT_LEASE_TIMEOUT_MS = settings.LEASE_TIMEOUT.default_ms  # like hive.txn.timeout, for reader leases
 TRIM_BATCH = 100_000  # TXN_TO_WRITE_ID rows trimmed per run at most
 # Partitions with commits (compaction history entries) this recent get their COMPLETED_TXN_COMPONENTS collapsed
 # (history purged): a run looks at what changed lately, by index, not at the whole history.

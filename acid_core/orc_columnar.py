@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.orc as pa_orc
 
+from acid_core import settings
 from acid_core.delete_events import KeyArrays
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
 from acid_core.fs import FileSystem, local_scratch, put_scratch
@@ -41,7 +42,7 @@ from acid_core.orc_tail import parse_postscript, with_user_metadata
 from acid_core.types import parse_type
 
 _COMPRESSION = {"ZLIB": "zlib", "SNAPPY": "snappy", "NONE": "uncompressed"}
-DEFAULT_STRIPE_BYTES = 64 * 1024 * 1024
+DEFAULT_STRIPE_BYTES = settings.STRIPE_SIZE.default  # Hive's hive.exec.orc.default.stripe.size
 
 
 def event_table(operation: np.ndarray | int, original: np.ndarray, bucket: np.ndarray, row_id: np.ndarray,

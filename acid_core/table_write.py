@@ -41,7 +41,7 @@ from acid_core.locations import DataLocation, data_location
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
-from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.metastore.locks import LOCK_TIMEOUT_MS, LockComponent, LockType
 from acid_core.metastore.txns import Operation, StagingRecord
 from acid_core.rowid import RowId
 from acid_core.writer import EmbeddedWriter, WriteResult
@@ -79,7 +79,7 @@ class TableWrite:
     # --- opening ----------------------------------------------------------------------------------------------------
     @classmethod
     def open(cls, metastore: Metastore, database: str, table: str, *, agent_info: str,
-             partition: Mapping[str, Any] | str | None = None, lock_timeout_ms: int = 60_000,
+             partition: Mapping[str, Any] | str | None = None, lock_timeout_ms: int = LOCK_TIMEOUT_MS,
              lock_type: LockType = LockType.SHARED_WRITE) -> TableWrite:
         """Open a transaction writing `table` (only `partition` when given, else anywhere in it), with its write id,
         its staging record and a shared_write lock (excl_write with `lock_type`, as hive.txn.xlock.write asks).
@@ -122,7 +122,7 @@ class TableWrite:
         return [cls(metastore, table, txn_id, write_ids[txn_id], partition=partition, agent_info=agent_info,
                     staged=False) for txn_id in txn_ids]
 
-    def lock(self, *, timeout_ms: int = 60_000, lock_type: LockType = LockType.SHARED_WRITE) -> None:
+    def lock(self, *, timeout_ms: int = LOCK_TIMEOUT_MS, lock_type: LockType = LockType.SHARED_WRITE) -> None:
         """Take the write lock on the partition (or the table) this write was opened for."""
         component = LockComponent(self.table.database, self.table.name, self.partition, lock_type)
         self.metastore.locks.acquire([component], txn_id=self.txn_id, timeout_ms=timeout_ms,

@@ -12,20 +12,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from acid_core import settings as registry
 from acid_core.compaction.pools import POOLS_VARIABLE, PoolSetting, parse_pools
 from acid_core.errors import AcidError, UsageError
 from acid_core.metastore import default_url, default_warehouse
 from acid_core.metastore.engine import ENV_PASSWORD, ENV_URL, split_credentials, with_credentials
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PORT = 8080
-DEFAULT_HOST = "127.0.0.1"  # the generated login is a plaintext file: listen on loopback unless told otherwise
+DEFAULT_PORT = registry.API_PORT.default
+DEFAULT_HOST = registry.API_HOST.default  # the generated login is a plaintext file: listen on loopback unless told otherwise
 METASTORE_CONN_ID = "acid_metastore"
 SPARK_CONN_ID = "spark_default"
 SPARK_MASTER = "local[2]"
 POOL = "acid_compaction"  # the default compaction pool's Airflow pool; a labelled pool <name> has POOL_<name>
-DEMO_INTERVALS = {"ACID_INITIATOR_INTERVAL_SECONDS": "60", "ACID_WORKER_INTERVAL_SECONDS": "60",
-                  "ACID_CLEANER_INTERVAL_SECONDS": "60"}
+INTERVALS = (registry.INITIATOR_INTERVAL, registry.WORKER_INTERVAL, registry.CLEANER_INTERVAL)
+DEMO_INTERVALS = {setting.env_var: "60" for setting in INTERVALS}  # the demo's schedules, unless they are set
 # Environment connections win over the ones stored in Airflow's DB: drop these so the DAGs use what set-up stored.
 SHADOWING_VARIABLES = ("AIRFLOW_CONN_ACID_METASTORE", "AIRFLOW_CONN_SPARK_DEFAULT")
 
@@ -86,20 +87,6 @@ class Settings:
         return f"http://{'localhost' if loopback else self.local_host}:{self.port}"
 
 
-def _whole_number(environ: Mapping[str, str], name: str, default: int, *, low: int, high: int) -> int:
-    text = environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise UsageError(f"{name}={text!r} is not a whole number; give one in {low}..{high} "
-                         f"(or unset it for the default {default})") from None
-    if not low <= value <= high:
-        raise UsageError(f"{name}={value} is out of range; give a number in {low}..{high}")
-    return value
-
-
 def load_settings(environ: Mapping[str, str] | None = None, *, repo: Path = ROOT) -> Settings:
     """The settings from ACID_HOME, AIRFLOW__API__PORT / AIRFLOW__API__HOST, ACID_WORKER_THREADS and
     ACID_COMPACTION_POOLS.
@@ -108,18 +95,15 @@ def load_settings(environ: Mapping[str, str] | None = None, *, repo: Path = ROOT
         UsageError: a value that is not usable (the message names the variable and the value).
     """
     environ = os.environ if environ is None else environ
-    home_text = environ.get("ACID_HOME", "").strip()
+    home_text = environ.get(registry.ACID_HOME.env_var, "").strip()
     acid_home = Path(home_text).expanduser().resolve() if home_text else repo / ".acid-home"
-    port = _whole_number(environ, "AIRFLOW__API__PORT", DEFAULT_PORT, low=1, high=65535)
-    threads = _whole_number(environ, "ACID_WORKER_THREADS", 1, low=1, high=1024)
+    port = registry.API_PORT.from_environ(environ)
+    threads = registry.WORKER_THREADS.from_environ(environ)
     pools = parse_pools(environ.get(POOLS_VARIABLE))
-    host = environ.get("AIRFLOW__API__HOST", "").strip() or DEFAULT_HOST
-    writer_text = environ.get("ACID_DEMO_WRITER", "").strip().lower() or "on"
-    if writer_text not in ("on", "off"):
-        raise UsageError(f"ACID_DEMO_WRITER must be on or off, got {environ.get('ACID_DEMO_WRITER')!r}")
-    for name in DEMO_INTERVALS:
-        if environ.get(name, "").strip():
-            _whole_number(environ, name, 300, low=1, high=10**9)
+    host = environ.get(registry.API_HOST.env_var, "").strip() or DEFAULT_HOST
+    writer_text = registry.DEMO_WRITER.from_environ(environ)
+    for setting in INTERVALS:
+        setting.from_environ(environ)
     with _environment({ENV_URL: environ.get(ENV_URL), ENV_PASSWORD: environ.get(ENV_PASSWORD),
                        "ACID_WAREHOUSE": environ.get("ACID_WAREHOUSE")}):
         try:

@@ -6,11 +6,14 @@ No work at import time: acid_core and the hook are imported inside the task.
 from __future__ import annotations
 
 from acid_plugin.assets import COMPACTED
-from acid_plugin.params import ABSOLUTE_PATH, Bounds, interval_from_env
+from acid_plugin.params import ABSOLUTE_PATH, schedule_interval, setting_params
 from airflow.sdk import AssetOrTimeSchedule, DeltaTriggerTimetable, Param, dag, task
 
-# checked in the task (the trigger form would clamp a number to a schema range without a word)
-NUMBERS = {"retention_seconds": Bounds(0), "retry_retention_seconds": Bounds(1), "max_attempts": Bounds(0, 10)}
+from acid_core import settings
+
+# The registry's settings this DAG takes as Params: checked in the task (the trigger form would clamp a number to a
+# schema range without a word).
+SETTINGS = settings.for_dag("acid_cleaner")
 TRASH_DIR_EXPECTED = "expected an absolute path or a filesystem URI (s3://bucket/trash) with no '..' and no spaces"
 
 DOC_MD = """
@@ -44,23 +47,14 @@ open transaction, a reader lease or the retention time. Hive's Cleaner polls eve
     dag_id="acid_cleaner",
     description="Hive's Cleaner: remove what finished compactions made obsolete, once no reader needs it",
     schedule=AssetOrTimeSchedule(
-        timetable=DeltaTriggerTimetable(interval_from_env("ACID_CLEANER_INTERVAL_SECONDS", 300)), assets=[COMPACTED]),
+        timetable=DeltaTriggerTimetable(schedule_interval(settings.CLEANER_INTERVAL)), assets=[COMPACTED]),
     catchup=False,
     max_active_runs=1,
     tags=["acid", "maintenance"],
     doc_md=DOC_MD,
     params={
         "dry_run": Param(False, type="boolean", description="List what would be removed; change nothing."),
-        "retention_seconds": NUMBERS["retention_seconds"].param(
-            0, "hive.compactor.cleaner.retention.time.seconds (delayed cleanup)"),
-        "retry_retention_seconds": NUMBERS["retry_retention_seconds"].param(
-            300, "hive.compactor.cleaner.retry.retention.time: a failed cleaning waits 2^attempts x this before the "
-                 "next try"),
-        "max_attempts": NUMBERS["max_attempts"].param(
-            5, "hive.compactor.cleaner.retry.maxattempts: retries before it is marked failed"),
-        "trash_dir": Param(None, type=["null", "string"], maxLength=4096,
-                           description="Move removed directories here (an absolute path or URI on the table's "
-                                       "filesystem) instead of deleting them."),
+        **setting_params(SETTINGS),
     },
 )
 def acid_cleaner():
@@ -73,14 +67,14 @@ def acid_cleaner():
 
         from acid_plugin.hooks import AcidMetastoreHook
         from acid_plugin.metrics import emit_cleaning
-        from acid_plugin.params import check_numbers
+        from acid_plugin.params import check_setting_params
         from airflow.sdk.exceptions import AirflowFailException
 
         from acid_core.compaction.cleaner import clean
 
         log = logging.getLogger("airflow.task")
         try:
-            check_numbers(params, NUMBERS)
+            check_setting_params(params, SETTINGS)
             if params["trash_dir"] and not re.match(ABSOLUTE_PATH, params["trash_dir"]):
                 raise ValueError(f"trash_dir {params['trash_dir']!r} is refused: {TRASH_DIR_EXPECTED}")
         except ValueError as exc:

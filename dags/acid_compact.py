@@ -1,19 +1,22 @@
 """acid_compact: queue a major, minor or rebalance compaction of one table or partition, and run it, on demand.
 
 No work at import time: the hook and the metastore are imported inside the tasks (at the top only the core's light
-`acid_core.compaction.codes`, for the compaction type words).
+`acid_core.compaction.codes`, for the compaction type words, and the settings registry).
 """
 
 from __future__ import annotations
 
 from acid_plugin.assets import COMPACTED, COMPACTED_TABLES
 from acid_plugin.operators import COMPACTION_POOL, AcidCompactionOperator
-from acid_plugin.params import PARTITION, PARTITION_EXPECTED, POOL_NAME, Bounds, table_params
+from acid_plugin.params import PARTITION, PARTITION_EXPECTED, POOL_NAME, number_param, setting_param, table_params
 from airflow.sdk import Param, dag, task
 
+from acid_core import settings
 from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
+from acid_core.settings import Bounds
 
-NUMBERS = {"number_of_buckets": Bounds(1, MAX_REBALANCE_BUCKETS)}
+NUMBERS = {"number_of_buckets": Bounds(1, MAX_REBALANCE_BUCKETS)}  # a request's, not a setting
+SETTINGS = settings.for_dag("acid_compact")  # the settings a request may set for itself
 
 DOC_MD = """
 ### ACID compact
@@ -70,13 +73,13 @@ With `wait` false the worker DAG of its pool (`acid_worker`, or `acid_worker_<po
                            description=f"Partition name, {PARTITION_EXPECTED}; empty: the whole table (every "
                                        "partition that needs it, on a partitioned table)."),
         "type": Param("major", type="string", enum=list(REQUESTABLE_TYPES), description="Compaction type."),
-        "number_of_buckets": NUMBERS["number_of_buckets"].param(
-            None, "rebalance only: CLUSTERED INTO n BUCKETS (empty: the number of bucket ids the partition has now)",
-            nullable=True, refuse_on_trigger=True),
-        "pyspark_memory": Param(None, type=["null", "string"], maxLength=32,
-                                description="The Spark job's Python worker memory cap (spark.executor.pyspark.memory"
-                                            ", a Spark size such as 3g) for this run; empty: the table's "
-                                            "compactor.spark.executor.pyspark.memory, else 2g."),
+        "number_of_buckets": number_param(
+            NUMBERS["number_of_buckets"], None, "rebalance only: CLUSTERED INTO n BUCKETS (empty: the number of "
+            "bucket ids the partition has now)", nullable=True, refuse_on_trigger=True),
+        "pyspark_memory": setting_param(
+            settings.PYSPARK_MEMORY, nullable=True, description="The Spark job's Python worker memory cap "
+            "(spark.executor.pyspark.memory) for this run",
+            empty=f"the table's {settings.PYSPARK_MEMORY.property_key}, else {settings.PYSPARK_MEMORY.default}"),
         "properties": Param({}, type="object", maxProperties=64,
                             description="This run's WITH OVERWRITE TBLPROPERTIES: compactor.spark.<setting> (e.g. "
                                         "compactor.spark.executor.memory: 8g) and the job queue "
@@ -112,82 +115,57 @@ def acid_compact():
 
 
 def _enqueue(params, ti) -> list[int]:
-    """The `enqueue` task: refusals fail it with one line and an `outcome` XCom; nothing to compact skips it."""
+    """The `enqueue` task: refusals fail it with one line and an `outcome` XCom; nothing to compact skips it. The
+    request's rules are `acid sql`'s (`acid_core.compaction.requests.check_request`)."""
     import logging
 
     from acid_plugin.hooks import AcidMetastoreHook
     from acid_plugin.outcomes import nothing_to_do, push_outcome, refuse
-    from acid_plugin.params import check_numbers, check_partition, check_pool
+    from acid_plugin.params import check_numbers, check_partition, check_setting_params
     from airflow.sdk import get_current_context
 
-    from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
-    from acid_core.compaction.requests import PARTITIONS_SHOWN, partitions_to_compact, require_partition
-    from acid_core.errors import AcidError, NoSuchObjectError
-    from acid_core.layout import parse_partition_dir_name
-    from acid_core.metastore.properties import PYSPARK_MEMORY_PROPERTY, spark_conf_of
+    from acid_core.compaction.requests import PARTITIONS_SHOWN, check_request
+    from acid_core.errors import AcidError, NoSuchPartitionError
 
     log = logging.getLogger("airflow.task")
     database, table, partition = params["database"], params["table"], params.get("partition") or None
     request = {"database": database, "table": table, "partition": partition}
     get_current_context()["acid_request"] = (  # the task's label in the UI: which table this run compacts
         f"{database}.{table}" + (f" partition {partition}" if partition else " (every partition that needs it)"))
+    overwrite = dict(params.get("properties") or {})
+    if params.get("pyspark_memory"):
+        overwrite[settings.PYSPARK_MEMORY.property_key] = params["pyspark_memory"]
     try:
         check_partition(partition)
         check_numbers(params, NUMBERS)
-        pool = check_pool(params.get("pool"))
-        compaction_type = CompactionType.parse(params["type"])
-        buckets = params.get("number_of_buckets")
-        check_number_of_buckets(compaction_type, buckets)
+        check_setting_params(params, SETTINGS)
     except (ValueError, AcidError) as exc:
         raise refuse(ti, f"acid_compact: {exc}", **request) from None
     with AcidMetastoreHook().metastore() as metastore:
         try:
-            info = metastore.catalog.require_transactional(database, table)
-            if compaction_type is CompactionType.REBALANCE and info.num_buckets > 0:
-                raise refuse(ti, f"acid_compact: cannot rebalance {info.full_name}: {REBALANCE_BUCKETED_MESSAGE}",
-                             **request)
-            if info.partition_keys and partition is not None:
-                name = info.partition_name(parse_partition_dir_name(partition))
-                try:
-                    require_partition(metastore, info, name)  # `acid sql`'s rule and words
-                except NoSuchObjectError as exc:  # the outcome lists the partitions for API callers
-                    known = [p.name for p in metastore.catalog.list_partitions(info.database, info.name)]
-                    raise refuse(ti, f"acid_compact: {exc}", **request, partitions=known[:PARTITIONS_SHOWN],
-                                 more_partitions=max(0, len(known) - PARTITIONS_SHOWN)) from None
-                targets = [name]
-            elif info.partition_keys:
-                targets = partitions_to_compact(metastore, info)
-                if not targets:
-                    raise nothing_to_do(ti, f"acid_compact: no partition of {info.full_name} has anything to "
-                                            "compact; nothing queued", **request, compaction_ids=[])
-            elif partition is not None:
-                raise refuse(ti, f"acid_compact: table {info.full_name} is not partitioned, got partition "
-                                 f"{partition!r}", **request)
-            else:
-                targets = [None]
-        except NoSuchObjectError as exc:  # an unknown database or table
+            checked = check_request(metastore, database, table, params["type"], partition=partition,
+                                    number_of_buckets=params.get("number_of_buckets"), pool=params.get("pool") or None,
+                                    properties=overwrite, compaction_settings_only=True)
+        except NoSuchPartitionError as exc:  # the outcome lists the partitions for API callers
+            raise refuse(ti, f"acid_compact: {exc}", **request, partitions=exc.partitions[:PARTITIONS_SHOWN],
+                         more_partitions=max(0, len(exc.partitions) - PARTITIONS_SHOWN)) from None
+        except AcidError as exc:  # an unknown table, not a full ACID table, a request Hive refuses
             raise refuse(ti, f"acid_compact: refusing {database}.{table}: {exc}", **request) from None
-        except AcidError as exc:  # not a full ACID table, a partition spec that does not fit the table
-            raise refuse(ti, f"acid_compact: refusing {database}.{table}: {exc}", **request) from None
-        memory = params.get("pyspark_memory")
-        overwrite = {str(key): str(value) for key, value in (params.get("properties") or {}).items()}
-        if memory:
-            overwrite[PYSPARK_MEMORY_PROPERTY] = memory
+        info = checked.table
+        if not checked.targets:
+            raise nothing_to_do(ti, f"acid_compact: no partition of {info.full_name} has anything to compact; "
+                                    "nothing queued", **request, compaction_ids=[])
         try:
-            for key, value in overwrite.items():  # every one must be a compaction setting, and a valid one
-                if spark_conf_of(key, value, what="the properties param's") is None:
-                    raise ValueError(f"the properties param's {key!r} is not a compaction setting "
-                                     "(compactor.spark.<setting> or compactor.hive.compactor.job.queue)")
-            results = [metastore.compactions.enqueue(info.database, info.name, target, compaction_type,
-                                                     number_of_buckets=buckets, pool=pool,
-                                                     properties=overwrite or None) for target in targets]
-        except (ValueError, AcidError) as exc:
+            results = [metastore.compactions.enqueue(info.database, info.name, target, checked.compaction_type,
+                                                     number_of_buckets=checked.number_of_buckets, pool=checked.pool,
+                                                     properties=checked.properties) for target in checked.targets]
+        except AcidError as exc:
             raise refuse(ti, f"acid_compact: {exc}", **request) from None
     for result in results:
         log.info("acid_compact: %s", result.message)
     ids = [result.compaction_id for result in results]
     push_outcome(ti, ok=True, reason=f"acid_compact: {len(ids)} compactions of {info.full_name} queued: {ids}",
-                 **request, compaction_ids=ids, partitions=[t for t in targets if t is not None])
+                 **request, compaction_ids=ids, partitions=[t for t in checked.targets if t is not None])
     return ids
 
 

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from acid_plugin.params import Bounds
+from acid_plugin.params import setting_params
 from airflow.sdk import dag, task
 
-# checked in the tasks (the trigger form would clamp a number to a schema range without a word)
-NUMBERS = {"worker_timeout_seconds": Bounds(1), "txn_timeout_seconds": Bounds(1), "lease_timeout_seconds": Bounds(1),
-           "history_succeeded": Bounds(0, 100), "history_failed": Bounds(0, 100),
-           "history_did_not_initiate": Bounds(0, 100), "history_refused": Bounds(0, 100),
-           "history_timeout_seconds": Bounds(0), "working_warning_seconds": Bounds(1),
-           "aborted_txns_threshold": Bounds(0), "delta_metrics_partitions": Bounds(0, 500),
-           "small_delta_pct": Bounds(0, 1, integer=False)}
+from acid_core import settings
+
+# The registry's settings this DAG takes as Params: checked in the tasks (the trigger form would clamp a number to a
+# schema range without a word).
+SETTINGS = settings.for_dag("acid_housekeeping")
 
 DOC_MD = """
 ### ACID housekeeping
@@ -56,30 +54,7 @@ than `working_warning_seconds`.
     max_active_runs=1,
     tags=["acid", "maintenance"],
     doc_md=DOC_MD,
-    params={
-        "worker_timeout_seconds": NUMBERS["worker_timeout_seconds"].param(
-            86400, "hive.compactor.worker.timeout in seconds"),
-        "txn_timeout_seconds": NUMBERS["txn_timeout_seconds"].param(300, "hive.txn.timeout in seconds"),
-        "lease_timeout_seconds": NUMBERS["lease_timeout_seconds"].param(
-            300, "Reader leases not heartbeated for this long expire"),
-        "history_succeeded": NUMBERS["history_succeeded"].param(3, "metastore.compactor.history.retention.succeeded"),
-        "history_failed": NUMBERS["history_failed"].param(3, "metastore.compactor.history.retention.failed"),
-        "history_did_not_initiate": NUMBERS["history_did_not_initiate"].param(
-            2, "metastore.compactor.history.retention.did.not.initiate"),
-        "history_refused": NUMBERS["history_refused"].param(3, "metastore.compactor.history.retention.refused"),
-        "history_timeout_seconds": NUMBERS["history_timeout_seconds"].param(
-            604800, "metastore.compactor.history.retention.timeout in seconds"),
-        "working_warning_seconds": NUMBERS["working_warning_seconds"].param(
-            7200, "Alert (once per attempt) on a compaction working longer than this"),
-        "aborted_txns_threshold": NUMBERS["aborted_txns_threshold"].param(
-            1500, "metastore.acidmetrics.table.aborted.txns.threshold: tables_with_x_aborted_transactions counts "
-                  "partitions with more aborted transactions than this"),
-        "delta_metrics_partitions": NUMBERS["delta_metrics_partitions"].param(
-            100, "metastore.deltametrics.max.cache.size: queued partitions listed for the delta gauges each run "
-                 "(0: no delta gauges)"),
-        "small_delta_pct": NUMBERS["small_delta_pct"].param(
-            0.01, "metastore.deltametrics.delta.pct.threshold: a delta under this fraction of its base is small"),
-    },
+    params=setting_params(SETTINGS),
 )
 def acid_housekeeping():
     @task(multiple_outputs=False)  # one XCom, not one per key
@@ -89,13 +64,13 @@ def acid_housekeeping():
         import logging
 
         from acid_plugin.hooks import AcidMetastoreHook
-        from acid_plugin.params import check_numbers
+        from acid_plugin.params import check_setting_params
 
         from acid_core.housekeeping import housekeep
         from acid_core.metastore.compactions import HistoryRetention
 
         log = logging.getLogger("airflow.task")
-        check_numbers(params, NUMBERS)  # refused in words, never clamped
+        check_setting_params(params, SETTINGS)  # refused in words, never clamped
         history = HistoryRetention(succeeded=int(params["history_succeeded"]), failed=int(params["history_failed"]),
                                    did_not_initiate=int(params["history_did_not_initiate"]),
                                    refused=int(params["history_refused"]),
@@ -119,12 +94,12 @@ def acid_housekeeping():
 
         from acid_plugin.hooks import AcidMetastoreHook
         from acid_plugin.metrics import emit_gauges
-        from acid_plugin.params import check_numbers
+        from acid_plugin.params import check_setting_params
 
         from acid_core.metrics import collect, collect_deltas, delta_gauges, gauges, worst_partitions
 
         log = logging.getLogger("airflow.task")
-        check_numbers(params, NUMBERS)
+        check_setting_params(params, SETTINGS)
         with AcidMetastoreHook().metastore() as metastore:
             reading = collect(metastore, aborted_txns_threshold=int(params["aborted_txns_threshold"]))
             values = gauges(reading)

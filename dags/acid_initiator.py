@@ -6,13 +6,14 @@ No work at import time: acid_core and the hook are imported inside the tasks.
 from __future__ import annotations
 
 from acid_plugin.assets import QUEUED
-from acid_plugin.params import Bounds, interval_from_env
+from acid_plugin.params import schedule_interval, setting_params
 from airflow.sdk import Param, dag, task
 
-# checked in `poll` (the trigger form would clamp a number to a schema range without a word)
-NUMBERS = {"fetch_size": Bounds(1, 5000), "delta_num_threshold": Bounds(0), "delta_pct_threshold": Bounds(0, integer=False),
-           "aborted_threshold": Bounds(0), "aborted_time_threshold_seconds": Bounds(-1), "failed_threshold": Bounds(0),
-           "failed_retry_seconds": Bounds(0), "budget_bytes": Bounds(0)}
+from acid_core import settings
+
+# The registry's settings this DAG takes as Params: checked in `poll` (the trigger form would clamp a number to a
+# schema range without a word).
+SETTINGS = settings.for_dag("acid_initiator")
 
 # Where the poll keeps its cursor, + "." + the metastore connection id. The name is from when it held the time of the
 # last poll in milliseconds; the core still accepts such a value as a cursor, so an upgrade continues where it was.
@@ -47,14 +48,15 @@ error), counted in the metrics `acid.initiator_partitions_<why>`.
 `dry_run` logs what would be queued and why (the `decisions` XCom) and changes nothing. Where the next poll
 continues is kept in the Airflow Variable `acid_initiator_last_check_ms.<connection id>` (an opaque cursor); delete
 it, or use `full_scan`, to start again from the first recorded write.
-The schedule is `ACID_INITIATOR_INTERVAL_SECONDS` (default 300, `hive.compactor.check.interval`).
+The schedule is `ACID_INITIATOR_INTERVAL_SECONDS` (default 300, `hive.compactor.check.interval`). Every setting:
+docs/settings.md.
 """
 
 
 @dag(
     dag_id="acid_initiator",
     description="Hive's Initiator: queue the compactions that tables and partitions need (runs none)",
-    schedule=interval_from_env("ACID_INITIATOR_INTERVAL_SECONDS", 300),
+    schedule=schedule_interval(settings.INITIATOR_INTERVAL),
     catchup=False,
     max_active_runs=1,
     tags=["acid", "compaction"],
@@ -63,21 +65,7 @@ The schedule is `ACID_INITIATOR_INTERVAL_SECONDS` (default 300, `hive.compactor.
         "dry_run": Param(False, type="boolean", description="Log what would be queued and why; change nothing."),
         "full_scan": Param(False, type="boolean",
                            description="Start again from the first recorded write, not where the last poll stopped."),
-        "fetch_size": NUMBERS["fetch_size"].param(
-            1000, "metastore.compactor.fetch.size: candidates looked at in one poll; the next poll continues with "
-                  "the rest"),
-        "delta_num_threshold": NUMBERS["delta_num_threshold"].param(10, "hive.compactor.delta.num.threshold"),
-        "delta_pct_threshold": NUMBERS["delta_pct_threshold"].param(0.1, "hive.compactor.delta.pct.threshold"),
-        "aborted_threshold": NUMBERS["aborted_threshold"].param(1000, "hive.compactor.abortedtxn.threshold"),
-        "aborted_time_threshold_seconds": NUMBERS["aborted_time_threshold_seconds"].param(
-            43200, "hive.compactor.aborted.txn.time.threshold in seconds; -1 disables it"),
-        "failed_threshold": NUMBERS["failed_threshold"].param(
-            2, "metastore.compactor.initiator.failed.compacts.threshold"),
-        "failed_retry_seconds": NUMBERS["failed_retry_seconds"].param(
-            604800, "metastore.compactor.initiator.failed.retry.time in seconds"),
-        "budget_bytes": NUMBERS["budget_bytes"].param(
-            0, "Bytes the compactions of one pool may rewrite per poll, queued by benefit over cost; the rest go "
-               "first at the next poll. 0: no budget"),
+        **setting_params(SETTINGS),
     },
 )
 def acid_initiator():
@@ -88,7 +76,7 @@ def acid_initiator():
         import logging
 
         from acid_plugin.hooks import AcidMetastoreHook
-        from acid_plugin.params import check_numbers
+        from acid_plugin.params import check_setting_params
         from airflow.sdk import Variable
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -97,7 +85,7 @@ def acid_initiator():
 
         log = logging.getLogger("airflow.task")
         try:
-            check_numbers(params, NUMBERS)
+            check_setting_params(params, SETTINGS)
         except ValueError as exc:
             raise AirflowFailException(f"initiator: {exc}") from None
         hook = AcidMetastoreHook()

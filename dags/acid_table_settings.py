@@ -7,10 +7,13 @@ while it sets and unsets the properties in one metastore transaction.
 
 from __future__ import annotations
 
-from acid_plugin.params import Bounds, table_params
+from acid_plugin.params import setting_params, table_params
 from airflow.sdk import Param, dag, task
 
-NUMBERS = {"delta_num_threshold": Bounds(0), "delta_pct_threshold": Bounds(0, integer=False)}
+from acid_core import settings
+
+# The registry's settings this DAG sets as table properties (empty: leave the property as it is)
+SETTINGS = settings.for_dag("acid_table_settings")
 
 DOC_MD = """
 ### ACID table settings
@@ -19,15 +22,15 @@ Sets or clears, on one full ACID table of the `acid_metastore` connection, the t
 reads:
 
 - `no_auto_compaction`: `leave` (default) keeps it, `true` / `false` sets `NO_AUTO_COMPACTION`, `clear` removes it.
-- `delta_num_threshold` → `compactorthreshold.hive.compactor.delta.num.threshold` (whole number >= 0).
-- `delta_pct_threshold` → `compactorthreshold.hive.compactor.delta.pct.threshold` (number >= 0).
+{thresholds}
 - `clear_thresholds` removes both threshold properties (cannot be combined with new threshold values).
 
 `database` and `table` are required (no default). A malformed name, a choice not listed or a threshold out of range
 (`-1`) is refused by the trigger itself (form or REST API: a 400 with the param's message; no run is made). An
 unknown or non-transactional table fails the run with one line saying so, no traceback, and changes nothing (the
 XCom `outcome` says the same: `{"ok": false, "reason": ...}`). Returns the table's resulting properties (one XCom).
-"""
+""".replace("{thresholds}", "\n".join(f"- `{setting.param_name}` → `{setting.property_key}` ({setting.expected()})."
+                                          for setting in SETTINGS))
 
 
 @dag(
@@ -41,10 +44,8 @@ XCom `outcome` says the same: `{"ok": false, "reason": ...}`). Returns the table
         **table_params(),
         "no_auto_compaction": Param("leave", type="string", enum=["leave", "true", "false", "clear"],
                                     description="Set NO_AUTO_COMPACTION to true/false, clear it, or leave it."),
-        "delta_num_threshold": NUMBERS["delta_num_threshold"].param(
-            None, "compactorthreshold.hive.compactor.delta.num.threshold", nullable=True, refuse_on_trigger=True),
-        "delta_pct_threshold": NUMBERS["delta_pct_threshold"].param(
-            None, "compactorthreshold.hive.compactor.delta.pct.threshold", nullable=True, refuse_on_trigger=True),
+        **setting_params(SETTINGS, nullable=True, empty="leave it as it is", refuse_on_trigger=True,
+                         as_property=True),
         "clear_thresholds": Param(False, type="boolean", description="Remove both threshold properties."),
     },
 )
@@ -68,14 +69,14 @@ def _apply_settings(params) -> dict[str, str]:
     import logging
 
     from acid_plugin.hooks import AcidMetastoreHook
-    from acid_plugin.params import check_numbers
+    from acid_plugin.params import check_setting_params
 
     from acid_core.errors import AcidError
     from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, check_settings
 
     log = logging.getLogger("airflow.task")
     database, table = params["database"], params["table"]
-    check_numbers(params, NUMBERS)  # refused, not clamped
+    check_setting_params(params, SETTINGS)  # refused, not clamped
     to_set: dict[str, str] = {}
     to_unset: list[str] = []
     choice = params["no_auto_compaction"]

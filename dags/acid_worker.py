@@ -15,24 +15,25 @@ import os
 
 from acid_plugin.assets import COMPACTED, COMPACTED_TABLES, QUEUED
 from acid_plugin.batch import AcidCompactionBatchOperator
-from acid_plugin.params import Bounds, check_numbers, interval_from_env
+from acid_plugin.params import check_setting_params, schedule_interval, setting_param
 from acid_plugin.pools import airflow_pool, configured_pools, worker_dag_id
 from airflow.sdk import AssetOrTimeSchedule, DeltaTriggerTimetable, dag, task
 
+from acid_core import settings
+from acid_core.errors import UsageError
+
 MAX_ACTIVE_RUNS = 16
-POOL_TIMEOUT_SECONDS = 12 * 3600  # Hive's hive.compactor.worker.pool.timeout
-NUMBERS = {"max_compactions": Bounds(0, 10000), "pool_timeout_seconds": Bounds(0, 10**9),
-           "workers": Bounds(1, 1024), "batch_seconds": Bounds(1, 86400)}
 
 
 def default_workers(pool: str | None) -> int:
     """How many `compact` tasks a run starts at most: the Airflow pool's slots as `make run` and docker-compose set
-    them (a labelled pool's own slots, else ACID_WORKER_THREADS, Hive's hive.compactor.worker.threads; default 1).
-    More would only wait for a slot; a run's tasks all pull from the same queue."""
+    them (a labelled pool's own slots, else ACID_WORKER_THREADS, Hive's hive.compactor.worker.threads; default 1;
+    a bad value, which `make run` refuses, counts as unset). More would only wait for a slot; a run's tasks all pull
+    from the same queue."""
     try:
-        threads = max(1, int(os.environ.get("ACID_WORKER_THREADS") or 1))
-    except ValueError:
-        threads = 1
+        threads = settings.WORKER_THREADS.from_environ(os.environ)
+    except UsageError:
+        threads = settings.WORKER_THREADS.default
     if pool is None:
         return threads
     return next((setting.slots or threads for setting in configured_pools() if setting.name == pool), threads)
@@ -73,18 +74,12 @@ def worker_dag(pool: str | None, *, labelled: tuple[str, ...] = ()):
     not in `labelled`, and, after `pool_timeout_seconds`, theirs too, as Hive's default pool does)."""
     dag_id = worker_dag_id(pool)
     params = {
-        "max_compactions": NUMBERS["max_compactions"].param(
-            1000, "Run at most this many queued compactions in this DAG run"),
-        "workers": NUMBERS["workers"].param(
-            default_workers(pool), "Start at most this many compaction workers (the Airflow pool's slots cap how "
-                                   "many run at once)"),
-        "batch_seconds": NUMBERS["batch_seconds"].param(
-            600, "A worker takes no new compaction after this many seconds (the one in hand finishes)"),
-    }
+        setting.param_name: setting_param(setting) for setting in settings.for_dag("acid_worker")
+        if pool is None or setting is not settings.POOL_TIMEOUT}
+    params[settings.WORKER_THREADS.param_name] = setting_param(
+        settings.WORKER_THREADS, default=default_workers(pool), description="Start at most this many compaction "
+        "workers; the Airflow pool's slots, the default, cap how many run at once")
     if pool is None:
-        params["pool_timeout_seconds"] = NUMBERS["pool_timeout_seconds"].param(
-            POOL_TIMEOUT_SECONDS, "Also run compactions of the labelled pools (ACID_COMPACTION_POOLS) that have waited "
-                                  "this long (Hive's hive.compactor.worker.pool.timeout); 0: never")
         doc = DOC_MD.format(title="", of_pool=" of the default compaction pool", threads="",
                             airflow_pool=airflow_pool(None),
                             which=(" whose pool is `default` or one without a worker DAG of its own (labelled pools, "
@@ -101,7 +96,7 @@ def worker_dag(pool: str | None, *, labelled: tuple[str, ...] = ()):
         description=(f"Hive's Worker for compaction pool {pool}: " if pool else "Hive's Worker: ")
         + "run the queued compactions on Spark, after each poll that queued some and on a timer",
         schedule=AssetOrTimeSchedule(
-            timetable=DeltaTriggerTimetable(interval_from_env("ACID_WORKER_INTERVAL_SECONDS", 60)), assets=[QUEUED]),
+            timetable=DeltaTriggerTimetable(schedule_interval(settings.WORKER_INTERVAL)), assets=[QUEUED]),
         catchup=False,
         max_active_runs=MAX_ACTIVE_RUNS,
         tags=["acid", "compaction"],
@@ -132,7 +127,7 @@ def _list_compactions(pool: str | None, labelled: tuple[str, ...], params, ti) -
     from acid_core.compaction.batch import QueueSelection
 
     log = logging.getLogger("airflow.task")
-    check_numbers(params, {name: bound for name, bound in NUMBERS.items() if name in params})
+    check_setting_params(params, settings.for_dag("acid_worker"))
     limit, workers = int(params["max_compactions"]), int(params["workers"])
     selection = QueueSelection(pool=pool, other_than=labelled if pool is None else (),
                                pool_timeout_ms=int(params.get("pool_timeout_seconds") or 0) * 1000)

@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from acid_core import settings
 from acid_core.compaction.attempt import describe
 from acid_core.compaction.batch import BatchWorker, QueueSelection
 from acid_core.compaction.execute import run_bucket
@@ -33,7 +34,7 @@ from acid_core.metastore import Metastore
 from acid_core.metastore.engine import outage_counts
 
 SPLIT_ROWS = 32_000_000  # a major compaction's bucket of more rows is split into parts of about this many, one task each
-PROGRESS_SECONDS = 5.0  # a progress line at least this often (ACID_PROGRESS_SECONDS)
+PROGRESS_SECONDS = settings.PROGRESS_SECONDS.default  # a progress line at least this often (ACID_PROGRESS_SECONDS)
 PROGRESS_TICK = 0.25  # how often the progress reporter looks at the task counters (driver-side values: no Spark call)
 
 

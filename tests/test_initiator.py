@@ -289,7 +289,7 @@ def test_a_decision_that_fails_records_did_not_initiate_and_comes_back(ms, clock
     table = make_table(ms, "t", params={"compactorthreshold.hive.compactor.delta.num.threshold": "many"})
     table.write(1)
     [decision] = run_initiator(ms, last_checked_ms=None)
-    assert decision.compaction_type is None and "is not a valid int" in decision.reason
+    assert decision.compaction_type is None and "must be a whole number >= 0, got 'many'; fix or unset it" in decision.reason
     [entry] = ms.compactions.show()
     assert (entry.state, entry.initiator_id) == (CompactionState.DID_NOT_INITIATE, "testhost-initiator")
     assert "'many'" in entry.error_message
@@ -307,7 +307,7 @@ def test_dry_run_records_nothing_when_a_decision_fails(ms):
     table.write(1)
     history_before = ms.compactions.show()
     [decision] = run_initiator(ms, last_checked_ms=None, dry_run=True)
-    assert decision.compaction_type is None and "is not a valid float" in decision.reason
+    assert decision.compaction_type is None and "must be a number >= 0, got 'lots'" in decision.reason
     assert ms.compactions.show() == history_before
 
 
@@ -435,7 +435,7 @@ def test_a_cursor_from_an_earlier_version_is_a_poll_start_time(ms, clock):
 @pytest.mark.parametrize("cursor, fetch_size, message", [
     ("yesterday", 10, "initiator cursor 'yesterday' is not"),
     ("1:x", 10, "initiator cursor '1:x' is not"),
-    (None, 0, "initiator fetch size 0 is outside 1..100000"),
+    (None, 0, "initiator fetch_size (metastore.compactor.fetch.size) must be a whole number from 1 to 5000, got 0"),
 ])
 def test_bad_cursor_or_fetch_size_is_one_clear_error(ms, cursor, fetch_size, message):
     with pytest.raises(UsageError, match=re.escape(message)):

@@ -103,7 +103,7 @@ def test_every_decision_says_why_and_a_dry_run_records_no_deferral(ms):
     assert [d.candidate.partition for d in rank([d for d in dry.decisions if d.compaction_type])][0] in (
         "p=due", "p=due2")
 
-    with pytest.raises(UsageError, match="budget -1 bytes is negative"):
+    with pytest.raises(UsageError, match="budget_bytes must be a whole number >= 0, got -1"):
         initiator_cycle(ms, cursor=None, budget_bytes=-1)
 
 

@@ -7,9 +7,9 @@ import time
 from acid_cli.hiveql import ast
 from acid_cli.sql.results import result, shown
 from acid_cli.sql.session import Session
-from acid_core.compaction.codes import PENDING_STATES, REBALANCE_BUCKETED_MESSAGE, CompactionState, CompactionType
-from acid_core.compaction.requests import partitions_to_compact, require_partition
-from acid_core.errors import MetastoreError, UsageError, one_line
+from acid_core.compaction.codes import PENDING_STATES, CompactionState, CompactionType
+from acid_core.compaction.requests import check_request
+from acid_core.errors import MetastoreError, one_line
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LOCK_ACQUIRED, LockType
 from acid_core.metastore.txns import TXN_OPEN
@@ -122,28 +122,22 @@ def abort_compactions(session: Session, statement: ast.AbortCompactions) -> None
 
 
 def compact(session: Session, statement: ast.AlterTableCompact) -> None:
+    """ALTER TABLE ... COMPACT: the request checked by the rules every front end applies (`check_request`), then
+    queued for each partition it names."""
     database, name = session.qualify(statement.table)
-    table = session.metastore.catalog.require_transactional(database, name)
-    kind = CompactionType.parse(statement.compaction_type)
-    if kind is CompactionType.REBALANCE and table.num_buckets > 0:
-        raise UsageError(f"cannot rebalance {table.full_name}: {REBALANCE_BUCKETED_MESSAGE}")
-    if statement.partition is not None:
-        partition = table.partition_name(statement.partition.to_dict())
-        require_partition(session.metastore, table, partition)
-        targets = [partition]
-    elif table.partition_keys:
-        targets = partitions_to_compact(session.metastore, table)
-        if not targets:
-            session.say(f"No partition of {table.full_name} has anything to compact")
-            return
-    else:
-        targets = [None]
+    request = check_request(session.metastore, database, name, statement.compaction_type,
+                            partition=statement.partition.to_dict() if statement.partition is not None else None,
+                            number_of_buckets=statement.number_of_buckets, pool=statement.pool,
+                            properties=dict(statement.properties))
+    targets = request.targets
+    if not targets:
+        session.say(f"No partition of {request.table.full_name} has anything to compact")
+        return
     queue = session.metastore.compactions
     ids = []
     for partition in targets:
-        outcome = queue.enqueue(database, name, partition, kind, pool=statement.pool,
-                                properties=dict(statement.properties) or None,
-                                number_of_buckets=statement.number_of_buckets)
+        outcome = queue.enqueue(database, name, partition, request.compaction_type, pool=request.pool,
+                                properties=request.properties, number_of_buckets=request.number_of_buckets)
         where = f" ({partition})" if partition and len(targets) > 1 else ""
         if outcome.accepted:
             session.say(f"Compaction enqueued with id {outcome.compaction_id}{where}")

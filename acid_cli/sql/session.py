@@ -9,6 +9,7 @@ from typing import TextIO
 from acid_cli.output import to_json_value, write_table
 from acid_cli.sql.engine import SparkEngine
 from acid_cli.sql.results import NO_VALUE, ResultSet
+from acid_core import settings
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import DEFAULT_DATABASE
 
@@ -20,7 +21,7 @@ class Session:
     output_format: str = "table"
     database: str = DEFAULT_DATABASE
     wait_poll_s: float = 1.0
-    wait_timeout_ms: int = 300_000  # hive.compactor.wait.timeout
+    wait_timeout_ms: int = settings.WAIT_TIMEOUT.default_ms  # hive.compactor.wait.timeout
     messages: list[str] = field(default_factory=list)
     _engine: SparkEngine | None = None
 

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from acid_core import settings
 from acid_core.compaction.codes import CompactionState
 from acid_core.errors import UsageError
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.txns import TXN_ABORTED
 
-ABORTED_THRESHOLD = 1000  # hive.compactor.abortedtxn.threshold
-ABORTED_TIME_THRESHOLD_MS = 12 * 3600 * 1000  # hive.compactor.aborted.txn.time.threshold
+ABORTED_THRESHOLD = settings.ABORTED_THRESHOLD.default  # hive.compactor.abortedtxn.threshold
+ABORTED_TIME_THRESHOLD_MS = settings.ABORTED_TIME_THRESHOLD.default_ms  # hive.compactor.aborted.txn.time.threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +46,7 @@ class Candidate:
 # The start of the `did not initiate` message of a due compaction the initiator left for a later cycle because its
 # pool's budget was spent: the partition is a candidate again, ahead of new ones (acid_core.compaction.initiator).
 BUDGET_DEFERRED = "budget spent:"
-FETCH_SIZE = 1000  # metastore.compactor.fetch.size
-MAX_FETCH_SIZE = 100_000
+FETCH_SIZE = settings.FETCH_SIZE.default  # metastore.compactor.fetch.size
 CHECK_SLACK_MS = 60_000  # re-read a minute of commits: a commit's timestamp is taken before it becomes visible
 
 

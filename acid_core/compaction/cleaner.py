@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from acid_core import settings
 from acid_core.errors import AcidError, CompactionStateError, NoSuchObjectError, PathOutsideTableError, UsageError
 from acid_core.fs import FileSystem, ensure_inside, is_absolute_location
 from acid_core.locations import data_location
@@ -53,7 +54,7 @@ class CleanResult:
     bytes_removed: int = 0  # the files directly inside the removed entries (what a dry run would remove)
 
 
-def clean(metastore: Metastore, *, dry_run: bool = False, retention_ms: int = 0, trash_dir: str | None = None,
+def clean(metastore: Metastore, *, dry_run: bool = False, retention_ms: int = settings.RETENTION.default_ms, trash_dir: str | None = None,
           retry_retention_ms: int = CLEANER_RETRY_RETENTION_MS, max_attempts: int = CLEANER_MAX_ATTEMPTS,
           log: Callable[[str], None] = print) -> list[CleanResult]:
     """Clean every compaction that is ready (Hive's Cleaner, one cycle).

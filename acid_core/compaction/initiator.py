@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
 
+from acid_core import settings
 from acid_core.compaction.candidates import (
     ABORTED_THRESHOLD,
     ABORTED_TIME_THRESHOLD_MS,
     BUDGET_DEFERRED,
     CHECK_SLACK_MS,
     FETCH_SIZE,
-    MAX_FETCH_SIZE,
     Candidate,
     Cursor,
     find_candidates,
@@ -31,10 +31,10 @@ from acid_core.compaction.pools import DEFAULT_POOL, pool_of
 from acid_core.errors import (
     AcidError,
     DirectoryVanishedError,
+    InvalidSettingError,
     MetastoreError,
     NoSuchObjectError,
     NotEnoughHistoryError,
-    UsageError,
 )
 from acid_core.layout import parse_bucket_file
 from acid_core.locations import data_location
@@ -42,19 +42,18 @@ from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import DatabaseInfo, TableInfo
 from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY
 from acid_core.metastore.txns import full_table_name
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import ValidCompactorWriteIdList
 
-# Hive's defaults (HiveConf / MetastoreConf).
-DELTA_NUM_THRESHOLD = 10  # hive.compactor.delta.num.threshold
-DELTA_PCT_THRESHOLD = 0.1  # hive.compactor.delta.pct.threshold
-FAILED_THRESHOLD = 2  # metastore.compactor.initiator.failed.compacts.threshold
-FAILED_RETRY_TIME_MS = 7 * 24 * 3600 * 1000  # metastore.compactor.initiator.failed.retry.time
+# The defaults (Hive's, from the registry).
+DELTA_NUM_THRESHOLD = settings.DELTA_NUM_THRESHOLD.default
+DELTA_PCT_THRESHOLD = settings.DELTA_PCT_THRESHOLD.default
+FAILED_THRESHOLD = settings.FAILED_THRESHOLD.default
+FAILED_RETRY_TIME_MS = settings.FAILED_RETRY_TIME.default_ms
 # Ours (Hive's initiator never rebalances): a due major compaction of an unbucketed table becomes a rebalance into
 # ceil(bytes / this) buckets when its biggest bucket holds more than twice this, so no Spark task gets more.
-REBALANCE_BUCKET_BYTES = 1 << 30
+REBALANCE_BUCKET_BYTES = settings.REBALANCE_BUCKET_SIZE.default
 
 
 # Why a candidate was or was not queued (Decision.why): "why not yet", in words an operator can count.
@@ -195,15 +194,19 @@ def _failed_too_often(metastore: Metastore, candidate: Candidate, threshold: int
             f"(failed.compacts.threshold {threshold}; retried after failed.retry.time {retry_time_ms} ms)")
 
 
-def table_threshold(table: TableInfo, key: str, default: float, kind: type) -> float:
-    text = table.param(key)
+def table_threshold(table: TableInfo, setting: settings.Setting, default: float) -> float:
+    """The table's property of `setting` (a `compactorthreshold.*` override), else `default`.
+
+    Raises:
+        MetastoreError: the property's value is not one the setting allows (naming the table, property and value).
+    """
+    text = table.param(setting.property_key)
     if text is None:
         return default
     try:
-        return kind(text.strip())
-    except ValueError:
-        raise MetastoreError(f"table {table.full_name}: property {key}={text!r} is not a valid {kind.__name__}; "
-                             "fix or unset it") from None
+        return setting.parse(text, what=f"table {table.full_name}: property {setting.property_key}")
+    except InvalidSettingError as exc:
+        raise MetastoreError(f"{exc}; fix or unset it") from None
 
 
 def _bucket_bytes(state: DirectoryState, name: str) -> int:
@@ -228,13 +231,13 @@ def decide_compaction_type(table: TableInfo, state: DirectoryState, *, delta_num
     base_size, delta_size = base_and_delta_sizes(state)
     no_base = base_size == 0 and delta_size > 0
     if not no_base:
-        pct = table_threshold(table, DELTA_PCT_PROPERTY, delta_pct_threshold, float)
+        pct = table_threshold(table, settings.DELTA_PCT_THRESHOLD, delta_pct_threshold)
         if base_size > 0 and delta_size / base_size > pct:
             return CompactionType.MAJOR, (f"delta size {delta_size} / base size {base_size} = "
                                           f"{delta_size / base_size:.3g} > delta.pct.threshold {pct}")
         if delta_size == 0 and any(name.startswith("base_") for name in state.obsolete):
             return CompactionType.MAJOR, "no delta data but several bases"
-    num = int(table_threshold(table, DELTA_NUM_PROPERTY, delta_num_threshold, int))
+    num = int(table_threshold(table, settings.DELTA_NUM_THRESHOLD, delta_num_threshold))
     count = len(state.deltas)
     if count <= num:
         return None, f"{count} deltas <= delta.num.threshold {num}" + ("" if no_base else
@@ -246,11 +249,11 @@ def decide_compaction_type(table: TableInfo, state: DirectoryState, *, delta_num
 
 def _rebalance(table: TableInfo, state: DirectoryState, target_bytes: int) -> tuple[int, str] | None:
     """Buckets to rebalance a partition into, with the reason, when its biggest bucket (base and delta files of one
-    bucket id) holds more than twice `target_bytes` (the table's REBALANCE_BUCKET_SIZE_PROPERTY overrides it; 0
+    bucket id) holds more than twice `target_bytes` (the table's rebalance bucket size property overrides it; 0
     turns this off) and more buckets are wanted than it has. Unbucketed tables only: Hive refuses the others."""
     if table.num_buckets > 0:
         return None
-    target = int(table_threshold(table, REBALANCE_BUCKET_SIZE_PROPERTY, target_bytes, int))
+    target = int(table_threshold(table, settings.REBALANCE_BUCKET_SIZE, target_bytes))
     if target <= 0:
         return None
     sizes: dict[int, int] = {}
@@ -376,13 +379,11 @@ def initiator_cycle(metastore: Metastore, *, cursor: str | None, fetch_size: int
     budget; the first of a pool is always queued); the others are left for the next poll, ahead of new ones.
 
     Raises:
-        UsageError: `fetch_size` is outside 1..100000, `budget_bytes` is negative, or `cursor` is malformed.
+        UsageError: `fetch_size` is outside its bounds (settings.FETCH_SIZE), `budget_bytes` is negative, or
+            `cursor` is malformed.
     """
-    if budget_bytes < 0:
-        raise UsageError(f"initiator budget {budget_bytes} bytes is negative (0 turns the budget off)")
-    if not 1 <= fetch_size <= MAX_FETCH_SIZE:
-        raise UsageError(f"initiator fetch size {fetch_size} is outside 1..{MAX_FETCH_SIZE} "
-                         "(metastore.compactor.fetch.size)")
+    settings.BUDGET.check(budget_bytes, what="initiator budget_bytes")
+    settings.FETCH_SIZE.check(fetch_size, what="initiator fetch_size (metastore.compactor.fetch.size)")
     after = Cursor.parse(cursor) if cursor else None
     started = metastore.db.clock.now_ms()
     candidates, last, complete = read_candidates(metastore, after=after, limit=fetch_size,

@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from acid_core import settings
 from acid_core.metastore.properties import PYSPARK_MEMORY_CONF, spark_conf_of, spark_memory_mib
 
 # Streaming compaction of the default 64 MiB stripes with a dozen open inputs (base, ten deltas, the delete delta)
 # peaks under 1.5 GiB of address space, of which ~0.4 GiB is the Python worker with pyarrow loaded.
-DEFAULT_PYSPARK_MEMORY = "2g"
+DEFAULT_PYSPARK_MEMORY = settings.PYSPARK_MEMORY.default
 
 
 def compaction_spark_conf(table_params: Mapping[str, str], request_properties: str | Mapping[str, str] | None, *,

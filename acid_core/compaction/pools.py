@@ -17,16 +17,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from acid_core import settings
 from acid_core.errors import InvalidPoolNameError, UsageError
 
 DEFAULT_POOL = "default"  # Hive's implicit pool of requests without one
-POOL_PROPERTY = "hive.compactor.worker.pool"  # table or database property (Hive's Constants.HIVE_COMPACTOR_WORKER_POOL)
-POOLS_VARIABLE = "ACID_COMPACTION_POOLS"  # the labelled pools a deployment runs workers for: "etl,hot:4"
-MAX_POOL_NAME = 128  # COMPACTION_QUEUE.CQ_POOL_NAME
-MAX_POOL_SLOTS = 1024
-# Hive's pool timeout (hive.compactor.worker.pool.timeout, 12 h): a labelled pool's request still waiting after this
+# table or database property (Hive's Constants.HIVE_COMPACTOR_WORKER_POOL)
+POOL_PROPERTY = settings.COMPACTION_POOL.property_key
+POOLS_VARIABLE = settings.COMPACTION_POOLS.env_var  # the labelled pools a deployment runs workers for: "etl,hot:4"
+MAX_POOL_NAME = settings.COMPACTION_POOL.max_length  # COMPACTION_QUEUE.CQ_POOL_NAME
+MAX_POOL_SLOTS = int(settings.WORKER_THREADS.bounds.maximum)  # a pool's slots are worker threads
+# Hive's pool timeout (metastore.compactor.worker.pool.timeout): a labelled pool's request still waiting after this
 # long is taken by the default pool's workers too, so a stopped or starved pool does not hold it for ever.
-POOL_TIMEOUT_MS = 12 * 3600 * 1000
+POOL_TIMEOUT_MS = settings.POOL_TIMEOUT.default_ms
 # What a pool name may be (unanchored): the one rule `check_pool_name` applies and the DAGs' trigger forms use.
 POOL_NAME_PATTERN = rf"[A-Za-z0-9_.-]{{1,{MAX_POOL_NAME}}}"
 _NAME = re.compile(POOL_NAME_PATTERN)

@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from acid_core import settings
 from acid_core.delete_events import Key
-from acid_core.errors import AcidError, BucketCodecError, CorruptFileError, SchemaMismatchError, UsageError
+from acid_core.errors import AcidError, BucketCodecError, CorruptFileError, SchemaMismatchError
 from acid_core.fs import FileSystem
 from acid_core.layout import ACID_FORMAT_FILE, bucket_file_name, parse_bucket_file
 from acid_core.orc_events import KEY_FIELDS, EventFile
@@ -52,7 +53,7 @@ from acid_core.rowid import decode_bucket_id, encode_bucket
 if TYPE_CHECKING:
     from acid_core.compaction.plan import CompactionPlan
 
-VERIFY_PROPERTY = "compactor.verify"  # table property: 'false' commits a compaction's output unverified
+VERIFY_PROPERTY = settings.VERIFY.property_key  # table property: 'false' commits a compaction's output unverified
 CHUNK_ROWS = 65_536  # rows hashed at a time (the scratch arrays stay in the CPU's cache)
 _MASK = (1 << 64) - 1
 _K1 = np.uint64(0x9E3779B97F4A7C15)
@@ -73,13 +74,7 @@ def verification_enabled(table) -> bool:
     Raises:
         UsageError: another value (the message names the table and the value).
     """
-    text = table.param(VERIFY_PROPERTY)
-    if text is None:
-        return True
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise UsageError(f"table {table.full_name}: {VERIFY_PROPERTY} must be 'true' or 'false', got {text!r}")
-    return value == "true"
+    return settings.VERIFY.read(table.param(VERIFY_PROPERTY), what=f"table {table.full_name}: {VERIFY_PROPERTY}")
 
 
 @dataclass(frozen=True, slots=True)

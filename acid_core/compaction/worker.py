@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from acid_core import settings
 from acid_core.compaction.attempt import Result, before_run
 from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType
 from acid_core.compaction.execute import BucketResult, join_parts, run_bucket
@@ -29,15 +30,14 @@ from acid_core.compaction.plan import (
     is_output_of_attempt,
 )
 from acid_core.compaction.verify import verification_enabled, verify_output
-from acid_core.errors import AcidError, CompactionStateError, MetastoreUnavailableError, UsageError, one_line_cause
+from acid_core.errors import AcidError, CompactionStateError, MetastoreUnavailableError, one_line_cause
 from acid_core.fs import FileSystem
 from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, ParsedDelta, parse_directory
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionInfo
-from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.metastore.locks import LOCK_TIMEOUT_MS, LockComponent, LockType
 from acid_core.metastore.txns import StagingRecord, TxnType, full_table_name
-from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 
@@ -76,19 +76,10 @@ def stripe_size(table) -> int:
     compaction's output writer buffers before it writes a stripe.
 
     Raises:
-        UsageError: the property is not a whole number of at least 64 KiB.
+        UsageError: the property is not a whole number within the registry's bounds (at least 64 KiB).
     """
-    text = table.param("orc.stripe.size")
-    if text is None:
-        return DEFAULT_STRIPE_BYTES
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = 0
-    if value < 65_536:
-        raise UsageError(f"table {table.full_name}: orc.stripe.size must be a whole number of bytes of at least "
-                         f"65536, got {text!r}")
-    return value
+    key = settings.STRIPE_SIZE.property_key
+    return settings.STRIPE_SIZE.read(table.param(key), what=f"table {table.full_name}: {key}")
 
 
 def input_bytes(state: DirectoryState) -> int:
@@ -151,7 +142,7 @@ class _Attempt:
 
 class CompactionWorker:
     def __init__(self, metastore: Metastore, *, worker_id: str | None = None, runner: Runner = local_runner,
-                 lock_timeout_ms: int = 60_000, job_id: str | None = None) -> None:
+                 lock_timeout_ms: int = LOCK_TIMEOUT_MS, job_id: str | None = None) -> None:
         self.metastore = metastore
         self.worker_id = worker_id or f"{socket.gethostname()}-local"
         self.runner = runner

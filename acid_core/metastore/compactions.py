@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from acid_core import settings
 from acid_core.compaction.codes import QUEUE_STATES, CompactionState, CompactionType, check_number_of_buckets
 from acid_core.compaction.pools import DEFAULT_POOL, check_pool_name, pool_of
 from acid_core.errors import CompactionStateError, MetastoreError, UsageError
@@ -26,8 +27,8 @@ from acid_core.metastore.properties import spark_conf_of
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation, TxnStore, TxnType
 from acid_core.validity import ValidTxnList
 
-CLEANER_RETRY_RETENTION_MS = 300_000  # hive.compactor.cleaner.retry.retention.time
-CLEANER_MAX_ATTEMPTS = 5  # hive.compactor.cleaner.retry.maxattempts
+CLEANER_RETRY_RETENTION_MS = settings.RETRY_RETENTION.default_ms  # hive.compactor.cleaner.retry.retention.time
+CLEANER_MAX_ATTEMPTS = settings.MAX_ATTEMPTS.default  # hive.compactor.cleaner.retry.maxattempts
 ABORTED_BY_REQUEST = "Compaction Aborted by Abort Comapction request."  # Hive's text, spelling included
 
 
@@ -126,11 +127,11 @@ class EnqueueResult:
 class HistoryRetention:
     """How many history entries to keep per partition and state, and for how long (Hive's retention settings)."""
 
-    succeeded: int = 3
-    failed: int = 3
-    did_not_initiate: int = 2
-    refused: int = 3
-    timeout_ms: int = 7 * 24 * 3600 * 1000
+    succeeded: int = settings.HISTORY_SUCCEEDED.default
+    failed: int = settings.HISTORY_FAILED.default
+    did_not_initiate: int = settings.HISTORY_DID_NOT_INITIATE.default
+    refused: int = settings.HISTORY_REFUSED.default
+    timeout_ms: int = settings.HISTORY_TIMEOUT.default_ms
 
 
 ORPHAN_GRACE_MS = 30_000  # an unreferenced compactor transaction younger than this is left to its worker

@@ -26,13 +26,14 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
+from acid_core import settings
 from acid_core.errors import DuplicateKeyError, MetastoreError, MetastoreUnavailableError
 from acid_core.metastore import schema
 
 T = TypeVar("T")
 SCHEMA_FILES = resources.files("acid_core.metastore") / "sql"  # package data; sql/ at the top links to it
-ENV_URL = "ACID_METASTORE_URL"
-ENV_PASSWORD = "ACID_METASTORE_PASSWORD"  # the password of ACID_METASTORE_URL's user, kept out of the URL
+ENV_URL = settings.METASTORE_URL.env_var
+ENV_PASSWORD = settings.METASTORE_PASSWORD.env_var  # the password of ACID_METASTORE_URL's user, kept out of the URL
 _RETRYABLE_PG_CODES = {"40001", "40P01", "55P03"}
 _MAX_ATTEMPTS = 20
 # PostgreSQL going away or coming back: admin_shutdown, crash_shutdown, cannot_connect_now (starting up, shutting

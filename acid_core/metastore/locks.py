@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from acid_core import settings
 from acid_core.errors import LockTimeoutError, MetastoreError, NoSuchLockError
 from acid_core.metastore import schema as s
 from acid_core.metastore.engine import NOT_DONE, Database
@@ -33,6 +34,7 @@ class LockType(str, enum.Enum):
     EXCLUSIVE = "e"
 
 
+LOCK_TIMEOUT_MS = settings.LOCK_TIMEOUT.default_ms  # how long `acquire` waits by default
 # (requested, already held or queued earlier) pairs that may coexist; everything else waits (Hive's lock matrix).
 _COMPATIBLE = {("r", "r"), ("r", "w"), ("r", "x"), ("w", "r"), ("w", "w"), ("x", "r")}
 
@@ -222,8 +224,8 @@ class LockManager:
             HL_BLOCKEDBY_INT_ID=None))
         return LockResponse(lock_id, LOCK_ACQUIRED)
 
-    def acquire(self, components: Sequence[LockComponent], *, txn_id: int | None = None, timeout_ms: int = 60_000,
-                agent_info: str | None = None) -> int:
+    def acquire(self, components: Sequence[LockComponent], *, txn_id: int | None = None,
+                timeout_ms: int = LOCK_TIMEOUT_MS, agent_info: str | None = None) -> int:
         """Lock and wait until granted; on timeout withdraw the request.
 
         Raises:

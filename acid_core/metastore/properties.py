@@ -7,8 +7,9 @@ Two levels, because Hive has two:
   on a transactional table, and, on ALTER TABLE, making a transactional table non-transactional or changing its
   'transactional_properties'. Also what our readers could not use ('bucketing_version' other than 1 or 2) and what
   the metastore's columns cannot hold (an empty or too long key, a missing value).
-- `check_settings`: the values of the settings this system acts on (no_auto_compaction, no_cleanup, the
-  compactorthreshold.* numbers, the compaction pool) and the table kinds it can write (full ACID only). Hive's
+- `check_settings`: the values of the settings this system acts on (every property of the registry,
+  `acid_core.settings`: no_auto_compaction, no_cleanup, the compactorthreshold.* numbers, the compaction pool, ...,
+  within its bounds) and the table kinds it can write (full ACID only). Hive's
   metastore stores any string there and its Initiator reports a bad one when it reads it (ours does too); the
   statement front ends (`acid sql`, the acid_table_settings DAG) call this first, so a typo is refused where it is
   typed.
@@ -22,24 +23,23 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from acid_core import settings
 from acid_core.compaction.pools import POOL_PROPERTY, check_pool_name
-from acid_core.errors import InvalidPoolNameError, InvalidPropertyError, NoSuchObjectError
+from acid_core.errors import InvalidPoolNameError, InvalidPropertyError, InvalidSettingError, NoSuchObjectError
 
 TRANSACTIONAL = "transactional"
 TRANSACTIONAL_PROPERTIES = "transactional_properties"
-NO_AUTO_COMPACTION = "no_auto_compaction"
-NO_CLEANUP = "no_cleanup"
+NO_AUTO_COMPACTION = settings.NO_AUTO_COMPACTION.property_key
+NO_CLEANUP = settings.NO_CLEANUP.property_key
 BUCKETING_VERSION = "bucketing_version"
-DELTA_NUM_PROPERTY = "compactorthreshold.hive.compactor.delta.num.threshold"
-DELTA_PCT_PROPERTY = "compactorthreshold.hive.compactor.delta.pct.threshold"
-# Not in Hive (whose initiator never schedules a rebalance): bytes per bucket the initiator aims at when it turns a
-# due major compaction of an unbucketed table into a rebalance (0: never). Hive's per-table threshold prefix.
-REBALANCE_BUCKET_SIZE_PROPERTY = "compactorthreshold.acid.compactor.rebalance.bucket.size"
+DELTA_NUM_PROPERTY = settings.DELTA_NUM_THRESHOLD.property_key
+DELTA_PCT_PROPERTY = settings.DELTA_PCT_THRESHOLD.property_key
+REBALANCE_BUCKET_SIZE_PROPERTY = settings.REBALANCE_BUCKET_SIZE.property_key
 # Hive's `compactor.` prefix for a compaction job's own settings (like compactor.mapreduce.map.memory.mb): the
 # Python worker memory cap of the Spark job (spark.executor.pyspark.memory, an address-space limit).
-PYSPARK_MEMORY_CONF = "spark.executor.pyspark.memory"
-PYSPARK_MEMORY_PROPERTY = "compactor." + PYSPARK_MEMORY_CONF
-MIN_PYSPARK_MEMORY_MIB = 512  # below this a Python worker cannot load pyarrow
+PYSPARK_MEMORY_PROPERTY = settings.PYSPARK_MEMORY.property_key
+PYSPARK_MEMORY_CONF = PYSPARK_MEMORY_PROPERTY.removeprefix("compactor.")
+MIN_PYSPARK_MEMORY_MIB = int(settings.PYSPARK_MEMORY.bounds.minimum)  # below this a Python worker cannot load pyarrow
 # Any `compactor.spark.<name>` property sets `spark.<name>` for the table's compaction jobs, for the names below:
 # resources and tuning only. Settings that run code or pass environment or paths (extra Java options, class paths,
 # jars, files, plugins, *Env.*) stay with the platform's operator: a table owner must not reach the job's credentials.
@@ -53,8 +53,7 @@ FORBIDDEN_SPARK_CONF_PARTS = ("extrajavaoptions", "extraclasspath", "extralibrar
                               "userclasspathfirst", "decommission.script")
 # Hive's job queue of compaction jobs (HiveConf hive.compactor.job.queue; per table with the `compactor.` prefix,
 # or MapReduce's own name): the YARN queue of the Spark job.
-JOB_QUEUE_PROPERTIES = ("compactor.hive.compactor.job.queue", "hive.compactor.job.queue",
-                        "compactor.mapred.job.queue.name")
+JOB_QUEUE_PROPERTIES = (settings.JOB_QUEUE.property_key, settings.JOB_QUEUE.hive_key, "compactor.mapred.job.queue.name")
 JOB_QUEUE_CONF = "spark.yarn.queue"
 # Property keys match case-insensitively (as Hive's do); Spark's setting names are case-sensitive: a name is written
 # in lower case with these camel-case words of Spark's own names restored.
@@ -64,12 +63,10 @@ _SPARK_CAMEL_WORDS = {word.lower(): word for word in (
     "sustainedSchedulerBacklogTimeout", "shuffleTracking", "executorAllocationRatio", "offHeap", "storageFraction",
     "heartbeatInterval", "adaptive", "coalescePartitions", "advisoryPartitionSizeInBytes", "skewJoin")}
 _SPARK_VALUE = re.compile(r"[^\x00-\x1f\x7f]{1,1000}")
-_MEMORY = re.compile(r"(\d{1,9})([kmgt]?)b?", re.IGNORECASE)
 
 INSERT_ONLY = "insert_only"
 FULL_ACID_KINDS = ("default", "split_update")  # what this system reads and writes ('split_update': Hive 2's name)
 KNOWN_KINDS = ("default", INSERT_ONLY, "split_update")  # Hive 3's two, and Hive 2's split_update
-BOOLEAN_SETTINGS = (TRANSACTIONAL, NO_AUTO_COMPACTION, NO_CLEANUP)
 
 TABLE_KEY_LENGTH = 256  # TABLE_PARAMS.PARAM_KEY
 DATABASE_KEY_LENGTH = 180  # DATABASE_PARAMS.PARAM_KEY
@@ -237,47 +234,42 @@ def spark_memory_mib(text: str, *, what: str) -> int:
     """A Spark memory size (`768m`, `2g`, `2048`: MiB without a unit, as spark.executor.pyspark.memory reads it).
 
     Raises:
-        InvalidPropertyError: not a size, or below 512 MiB.
+        InvalidPropertyError: not a size, or below the registry's minimum (512 MiB).
     """
-    match = _MEMORY.fullmatch(str(text).strip())
-    if match is None:
-        raise InvalidPropertyError(f"{what} must be a Spark memory size such as '2g' or '768m', got {text!r}")
-    number, unit = int(match.group(1)), match.group(2).lower() or "m"
-    mib = {"k": number / 1024, "m": number, "g": number * 1024, "t": number * 1024 * 1024}[unit]
-    if mib < MIN_PYSPARK_MEMORY_MIB:
-        raise InvalidPropertyError(f"{what} must be at least {MIN_PYSPARK_MEMORY_MIB}m (a Python worker needs that "
-                                   f"much address space to load pyarrow), got {text!r}")
-    return int(mib)
+    try:
+        return settings.memory_mib(text, what=what, minimum=MIN_PYSPARK_MEMORY_MIB,
+                                   why=settings.PYSPARK_MEMORY.why_minimum)
+    except InvalidSettingError as exc:
+        raise InvalidPropertyError(str(exc)) from None
 
 
 def check_settings(params: Mapping[str, str], *, what: str = "table") -> None:
     """The values of the settings this system acts on, as a statement front end checks them before the catalog.
 
     Raises:
-        InvalidPropertyError: a boolean setting other than 'true' / 'false', a threshold that is not a number >= 0,
-            a compaction pool name (`hive.compactor.worker.pool`) no pool may have, or a table kind other than full
-            ACID (insert-only tables are not supported).
+        InvalidPropertyError: a value a setting of the registry (`acid_core.settings.for_property`) does not allow,
+            in one line naming the property, the value and what is allowed (a boolean other than 'true' / 'false', a
+            number out of its range, a compaction pool name no pool may have, ...), 'transactional' other than
+            'true' / 'false', or a table kind other than full ACID (insert-only tables are not supported).
     """
     for key, value in params.items():
         name, text = key.lower(), str(value)
-        if name in BOOLEAN_SETTINGS and text.lower() not in ("true", "false"):
+        if name == TRANSACTIONAL and text.lower() not in ("true", "false"):
             raise InvalidPropertyError(f"{what} property {name!r} must be 'true' or 'false', got {text!r}")
         if name == TRANSACTIONAL_PROPERTIES and text.lower() not in FULL_ACID_KINDS:
             raise InvalidPropertyError(f"transactional_properties={text!r} is not supported: only full ACID tables "
                                        "('default') are (insert-only tables are not)")
-        spark_conf_of(key, text, what=what)
-        if name == POOL_PROPERTY and text.strip():  # blank: no pool, as Hive reads it
+        if spark_conf_of(key, text, what=what) is not None:  # the job's Spark settings: checked there
+            continue
+        setting = settings.for_property(name)
+        if setting is settings.COMPACTION_POOL:
+            if text.strip():  # blank: no pool, as Hive reads it
+                try:
+                    check_pool_name(text, what=f"{what} property {POOL_PROPERTY!r}: pool name")
+                except InvalidPoolNameError as exc:
+                    raise InvalidPropertyError(str(exc)) from None
+        elif setting is not None:
             try:
-                check_pool_name(text, what=f"{what} property {POOL_PROPERTY!r}: pool name")
-            except InvalidPoolNameError as exc:
+                setting.parse(text, what=f"{what} property {name!r}")
+            except InvalidSettingError as exc:
                 raise InvalidPropertyError(str(exc)) from None
-        if name in (DELTA_NUM_PROPERTY, REBALANCE_BUCKET_SIZE_PROPERTY) and not (text.isascii() and text.isdigit()):
-            raise InvalidPropertyError(f"{what} property {name!r} must be a whole number >= 0, got {text!r}")
-        if name == DELTA_PCT_PROPERTY:
-            try:
-                valid = float(text) >= 0
-            except ValueError:
-                valid = False
-            if not valid:
-                raise InvalidPropertyError(f"{what} property {DELTA_PCT_PROPERTY!r} must be a number >= 0, "
-                                           f"got {text!r}")

@@ -19,6 +19,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
+from acid_core import settings
 from acid_core.errors import MetastoreError, NoSuchTxnError, TxnAbortedError, TxnStateError, WriteConflictError
 from acid_core.metastore import holds
 from acid_core.metastore import schema as s
@@ -29,7 +30,7 @@ from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
 __all__ = ["TXN_ABORTED", "TXN_COMMITTED", "TXN_OPEN", "Operation", "Snapshot", "StagingRecord", "TxnInfo", "TxnStore",
            "TxnType", "fold_completed_components", "full_table_name"]
 
-DEFAULT_TXN_TIMEOUT_MS = 300_000
+DEFAULT_TXN_TIMEOUT_MS = settings.TXN_TIMEOUT.default_ms  # hive.txn.timeout
 DEFAULT_MAX_OPEN_BATCH = 1000
 
 

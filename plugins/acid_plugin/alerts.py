@@ -24,6 +24,8 @@ from typing import Any
 
 from airflow.sdk.bases.notifier import BaseNotifier
 
+from acid_core import settings
+
 NOTIFIER_VARIABLE = "acid_notifier"
 RULES_VARIABLE = "acid_alert_rules"
 LEVELS_VARIABLE = "acid_alert_levels"
@@ -64,9 +66,9 @@ def configured_notifier() -> BaseNotifier:
                              f'"kwargs": {{...}}}}, got {text[:200]!r}')
         path, kwargs = config["class"], config.get("kwargs") or {}
     else:
-        path = os.environ.get("ACID_NOTIFIER") or f"{__name__}.LogNotifier"
+        path = os.environ.get(settings.NOTIFIER.env_var) or f"{__name__}.LogNotifier"
         try:
-            kwargs = json.loads(os.environ.get("ACID_NOTIFIER_KWARGS") or "{}")
+            kwargs = json.loads(os.environ.get(settings.NOTIFIER_KWARGS.env_var) or "{}")
         except ValueError:
             kwargs = None
     if not isinstance(kwargs, dict):
@@ -105,7 +107,8 @@ def configured_rules():
 
     text, where = Variable.get(RULES_VARIABLE, default=None), f"Airflow Variable {RULES_VARIABLE}"
     if not text:
-        text, where = os.environ.get("ACID_ALERT_RULES") or "{}", "environment variable ACID_ALERT_RULES"
+        variable = settings.ALERT_RULES.env_var
+        text, where = os.environ.get(variable) or "{}", f"environment variable {variable}"
     try:
         overrides = json.loads(text)
     except ValueError:

@@ -1,5 +1,6 @@
 """JSON-schema fragments, Params and parse-time settings shared by the DAGs (kept free of heavy imports: DAG files
-import it at parse time).
+import it at parse time). A setting's Param is made from its entry in the registry (`setting_param`,
+`acid_core.settings`): its default, range and description are the registry's.
 
 One rule per kind of value, used twice: as the Param's JSON schema, so Airflow itself refuses a bad trigger (the
 REST API's `POST /api/v2/dags/{dag_id}/dagRuns` and the trigger form get a 400 with the Param's message and no run
@@ -9,15 +10,14 @@ words should a run be made another way. Number bounds sit under `allOf`: Airflow
 checked when the run is created, so -1 is refused, not changed.
 """
 
-import math
 import os
 import re
-from dataclasses import dataclass
 from datetime import timedelta
 
 from airflow.sdk import Param
 
 from acid_core.compaction.pools import POOL_NAME_PATTERN, check_pool_name
+from acid_core.settings import Bounds, Setting
 
 # A Hive identifier, as acid_core.metastore.catalog.check_identifier takes one (that module is too heavy to import
 # at parse time; tests/airflow/test_trigger_forms.py checks that the two agree).
@@ -35,18 +35,14 @@ POOL_NAME = rf"^(?:{POOL_NAME_PATTERN})?$"
 ABSOLUTE_PATH = r"^(?!.*(?:^|/)\.\.(?:/|$))(?:/|[A-Za-z][A-Za-z0-9+.-]*://)\S*$"
 
 
-def interval_from_env(name: str, default_seconds: int) -> timedelta:
-    """A schedule interval from environment variable `name` (whole seconds, at least 1), else the default.
+def schedule_interval(setting: Setting) -> timedelta:
+    """A DAG's schedule interval: the registry's `setting` in seconds, from its environment variable (as `make run`
+    reads it), else its default.
 
     Raises:
-        ValueError: naming the variable and its value, so the DAG's import error says what to fix.
+        UsageError: naming the variable, its value and the range, so the DAG's import error says what to fix.
     """
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return timedelta(seconds=default_seconds)
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"environment variable {name}={text!r} must be a whole number of seconds >= 1")
-    return timedelta(seconds=int(text))
+    return timedelta(seconds=setting.from_environ(os.environ))
 
 
 def table_params() -> dict[str, Param]:
@@ -80,58 +76,66 @@ def check_pool(text: str | None) -> str | None:
     return check_pool_name(text, what="pool") if text else None
 
 
-@dataclass(frozen=True, slots=True)
-class Bounds:
-    """The range of a number Param: in its description, in words; with `refuse_on_trigger`, in its schema too (under
-    `allOf`, see the module's docstring); and checked by the task (`check`)."""
-
-    minimum: float | None = None
-    maximum: float | None = None
-    integer: bool = True
-
-    def words(self) -> str:
-        """`a whole number from 0 to 100`, `a number >= 0`, ..."""
-        kind = "a whole number" if self.integer else "a number"
-        if self.minimum is not None and self.maximum is not None:
-            return f"{kind} from {_number(self.minimum)} to {_number(self.maximum)}"
-        if self.minimum is not None:
-            return f"{kind} >= {_number(self.minimum)}"
-        if self.maximum is not None:
-            return f"{kind} <= {_number(self.maximum)}"
-        return kind
-
-    def schema(self) -> dict:
-        """The JSON-schema bounds, `{"allOf": [{"minimum": ..., "maximum": ...}]}` (none: `{}`)."""
-        bounds = {key: value for key, value in (("minimum", self.minimum), ("maximum", self.maximum))
-                  if value is not None}
-        return {"allOf": [bounds]} if bounds else {}
-
-    def param(self, default, description: str, *, nullable: bool = False, refuse_on_trigger: bool = False) -> Param:
-        """A Param of this kind of number, with the range in its description (and, with `refuse_on_trigger`, in its
-        schema, so Airflow refuses a trigger out of range)."""
-        kind = "integer" if self.integer else "number"
-        return Param(default, type=["null", kind] if nullable else kind,
-                     description=f"{description} ({self.words()}{'; empty: none' if nullable else ''}).",
-                     **(self.schema() if refuse_on_trigger else {}))
-
-    def check(self, name: str, value):
-        """`value` (None passes) if it is a number in range.
-
-        Raises:
-            ValueError: `<name> must be <words>, got <value>`.
-        """
-        if value is None:
-            return None
-        valid = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        valid = valid and (not self.integer or float(value).is_integer())
-        valid = valid and (self.minimum is None or value >= self.minimum)
-        valid = valid and (self.maximum is None or value <= self.maximum)
-        if not valid:
-            raise ValueError(f"{name} must be {self.words()}, got {value!r}")
-        return int(value) if self.integer else value
+def bounds_schema(bounds: Bounds | None) -> dict:
+    """The JSON-schema bounds, `{"allOf": [{"minimum": ..., "maximum": ...}]}` (none: `{}`)."""
+    found = {key: value for key, value in (("minimum", getattr(bounds, "minimum", None)),
+                                           ("maximum", getattr(bounds, "maximum", None))) if value is not None}
+    return {"allOf": [found]} if found else {}
 
 
-def check_numbers(params, bounds: dict[str, "Bounds"]) -> None:
+def number_param(bounds: Bounds, default, description: str, *, nullable: bool = False,
+                 refuse_on_trigger: bool = False) -> Param:
+    """A Param of this kind of number, with the range in its description (and, with `refuse_on_trigger`, in its
+    schema, so Airflow refuses a trigger out of range)."""
+    kind = "integer" if bounds.integer else "number"
+    return Param(default, type=["null", kind] if nullable else kind,
+                 description=f"{description} ({bounds.words()}{'; empty: none' if nullable else ''}).",
+                 **(bounds_schema(bounds) if refuse_on_trigger else {}))
+
+
+_JSON_TYPES = {"integer": "integer", "number": "number", "boolean": "boolean", "string": "string", "memory": "string"}
+_FROM_REGISTRY = object()
+
+
+def setting_param(setting: Setting, *, default=_FROM_REGISTRY, description: str | None = None,
+                  nullable: bool = False, empty: str = "none", refuse_on_trigger: bool = False,
+                  as_property: bool = False) -> Param:
+    """The Param of a setting of the registry (`acid_core.settings`): its default (None when `nullable`: empty means
+    `empty`), its type, and its key, description and allowed values in the Param's description; a number's range
+    in its schema too with `refuse_on_trigger` (see the module's docstring). The key named is Hive's, or the table
+    property's with `as_property` (a DAG that sets the property)."""
+    key = setting.property_key if as_property else setting.hive_key
+    text = (description or (f"{key}: {setting.description}" if key else setting.description)).rstrip(".")
+    value = None if nullable else setting.default if default is _FROM_REGISTRY else default
+    kind = _JSON_TYPES[setting.kind]
+    nullable = nullable or value is None
+    allowed = setting.expected() if setting.kind in ("integer", "number", "memory") else ""
+    if nullable:
+        allowed = f"{allowed}; empty: {empty}" if allowed else f"empty: {empty}"
+    schema = {"maxLength": setting.max_length} if kind == "string" and setting.max_length else {}
+    if refuse_on_trigger:
+        schema.update(bounds_schema(setting.bounds))
+    return Param(value, type=["null", kind] if nullable else kind,
+                 description=f"{text} ({allowed})." if allowed else f"{text}.", **schema)
+
+
+def setting_params(settings: tuple[Setting, ...], **options) -> dict[str, Param]:
+    """`setting_param` of each setting, by Param name, in registry order (`options` apply to every one)."""
+    return {setting.param_name: setting_param(setting, **options) for setting in settings}
+
+
+def check_setting_params(params, settings: tuple[Setting, ...]) -> None:
+    """Check the Params of `settings` as the registry allows them (`Setting.check`; None passes).
+
+    Raises:
+        ValueError: the first that is not allowed, in one line: `<param> must be <allowed>, got <value>`.
+    """
+    for setting in settings:
+        if setting.param_name in params:
+            setting.check(params.get(setting.param_name))
+
+
+def check_numbers(params, bounds: dict[str, Bounds]) -> None:
     """Check every number Param named in `bounds` (see `Bounds.check`).
 
     Raises:
@@ -139,7 +143,3 @@ def check_numbers(params, bounds: dict[str, "Bounds"]) -> None:
     """
     for name, bound in bounds.items():
         bound.check(name, params.get(name))
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -71,16 +72,21 @@ def test_dags_parse_in_under_a_second_each(airflow_db, dagbag):
 def test_schedule_interval_from_environment_is_checked(monkeypatch):
     from datetime import timedelta
 
-    from acid_plugin.params import interval_from_env
+    from acid_plugin.params import schedule_interval
 
-    monkeypatch.delenv("ACID_TEST_INTERVAL", raising=False)
-    assert interval_from_env("ACID_TEST_INTERVAL", 300) == timedelta(seconds=300)
-    monkeypatch.setenv("ACID_TEST_INTERVAL", "60")
-    assert interval_from_env("ACID_TEST_INTERVAL", 300) == timedelta(seconds=60)
-    for bad in ("0", "-5", "1m", "1.5"):
-        monkeypatch.setenv("ACID_TEST_INTERVAL", bad)
-        with pytest.raises(ValueError, match=f"ACID_TEST_INTERVAL={bad!r}"):
-            interval_from_env("ACID_TEST_INTERVAL", 300)
+    from acid_core import settings
+    from acid_core.errors import UsageError
+
+    name = settings.INITIATOR_INTERVAL.env_var
+    monkeypatch.delenv(name, raising=False)
+    assert schedule_interval(settings.INITIATOR_INTERVAL) == timedelta(seconds=300)
+    monkeypatch.setenv(name, "60")
+    assert schedule_interval(settings.INITIATOR_INTERVAL) == timedelta(seconds=60)
+    for bad, said in (("0", "=0 is out of range"), ("-5", "=-5 is out of range"), ("1m", "='1m' is not a whole"),
+                      ("1.5", "='1.5' is not a whole")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(UsageError, match=f"^{name}{re.escape(said)}"):
+            schedule_interval(settings.INITIATOR_INTERVAL)
 
 
 def test_hook_builds_metastore_from_connection(acid_connection, warehouse):

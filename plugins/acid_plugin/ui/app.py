@@ -74,7 +74,7 @@ class CompactBody(BaseModel):
 
 
 class SettingsBody(BaseModel):
-    """`acid_table_settings`' params."""
+    """`acid_table_settings`' params (the thresholds: its registry settings, `acid_core.settings.for_dag`)."""
 
     model_config = ConfigDict(extra="forbid")
     no_auto_compaction: Literal["leave", "true", "false", "clear"] = "leave"
@@ -291,13 +291,15 @@ def create_app() -> FastAPI:
     def health(database: str, table: str, metastore: MetastoreDep, partition: str | None = None,
                offset: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict:
         """Per-partition health of one page of the table's partitions (acid_core.health), and the table's current
-        settings (its own properties; None where the default or the database's applies)."""
+        settings (its own properties; None where the default or the database's applies) with the settings form's
+        fields (from the registry: `acid_core.settings`)."""
         from dataclasses import asdict
 
+        from acid_core import settings as registry
         from acid_core.errors import AcidError
         from acid_core.health import table_health
-        from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, NO_AUTO_COMPACTION, find
-        from acid_plugin.ui.present import format_bytes, format_time
+        from acid_core.metastore.properties import find
+        from acid_plugin.ui.present import format_bytes, format_time, setting_fields
 
         try:
             found = table_health(metastore, database, table, offset=offset, limit=limit, partition=partition or None)
@@ -311,9 +313,10 @@ def create_app() -> FastAPI:
             shown["since"] = format_time(part.since_ms, now)
             if part.last_compaction is not None:
                 shown["last_compaction"]["ended"] = format_time(part.last_compaction.end_ms, now)
-        document["settings"] = {"no_auto_compaction": find(found.params, NO_AUTO_COMPACTION),
-                                "delta_num_threshold": find(found.params, DELTA_NUM_PROPERTY),
-                                "delta_pct_threshold": find(found.params, DELTA_PCT_PROPERTY)}
+        form = registry.for_dag(SETTINGS_DAG)
+        document["settings"] = {setting.param_name: find(found.params, setting.property_key)
+                                for setting in (registry.NO_AUTO_COMPACTION, *form)}
+        document["form"] = setting_fields(form)
         document["now_ms"] = now
         return document
 
@@ -355,12 +358,12 @@ def create_app() -> FastAPI:
     @app.post("/api/tables/{database}/{table}/settings", dependencies=[can_change_settings])
     def settings(database: str, table: str, body: SettingsBody, user: GetUserDep, metastore: MetastoreDep) -> dict:
         """Change a table's auto-compaction settings: triggers `acid_table_settings` (its checks and ALTER TABLE)."""
+        from acid_core import settings as registry
         from acid_core.errors import AcidError
-        from acid_core.metastore.properties import DELTA_NUM_PROPERTY, DELTA_PCT_PROPERTY, check_settings
+        from acid_core.metastore.properties import check_settings
 
-        thresholds = {key: str(value) for key, value in ((DELTA_NUM_PROPERTY, body.delta_num_threshold),
-                                                         (DELTA_PCT_PROPERTY, body.delta_pct_threshold))
-                      if value is not None}
+        thresholds = {setting.property_key: str(getattr(body, setting.param_name))
+                      for setting in registry.for_dag(SETTINGS_DAG) if getattr(body, setting.param_name) is not None}
         if body.clear_thresholds and thresholds:
             raise HTTPException(400, "clear_thresholds cannot be combined with delta_num_threshold/"
                                      "delta_pct_threshold")

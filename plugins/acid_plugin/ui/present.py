@@ -121,3 +121,18 @@ def format_bytes(size: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{size} B"  # not reached
+
+
+def setting_fields(settings) -> list[dict]:
+    """The settings form's number fields, one per registry setting (`acid_core.settings`): the Param it sets, the
+    label and Hive key, the table property, the allowed range (HTML `min`, `max`, `step`) and its description."""
+    fields = []
+    for setting in settings:
+        bounds = setting.bounds
+        fields.append({"name": setting.param_name, "key": setting.hive_key,
+                       "label": (setting.hive_key or setting.param_name).removeprefix("hive.compactor."),
+                       "property": setting.property_key, "description": setting.description,
+                       "allowed": setting.expected(), "min": bounds.minimum if bounds else None,
+                       "max": bounds.maximum if bounds else None,
+                       "step": 1 if setting.kind == "integer" else "any", "default": setting.default})
+    return fields

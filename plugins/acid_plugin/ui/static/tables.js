@@ -127,30 +127,31 @@ function CompactNow({database, table, partition}) {
 function current(value, source) { return source ? `${value} (${source})` : String(value); }
 
 // The table's auto-compaction settings as they are now, and a form that changes them through acid_table_settings.
+// Its number fields (name, label, range, description) are the settings registry's (health.form, acid_core.settings).
 function Settings({health}) {
   const live = React.useContext(Live);
   const own = health.settings;
   const [noAuto, setNoAuto] = React.useState("leave");
-  const [num, setNum] = React.useState(own.delta_num_threshold || "");
-  const [pct, setPct] = React.useState(own.delta_pct_threshold || "");
+  const [values, setValues] = React.useState(
+    Object.fromEntries(health.form.map((f) => [f.name, own[f.name] || ""])));
   const [clear, setClear] = React.useState(false);
-  const [num_t, pct_t] = health.thresholds;
   const noAutoNow = health.no_auto_compaction
     ? `true (${health.no_auto_compaction_source === "table" ? "table property" : "database property"})`
     : (own.no_auto_compaction !== null ? `false (table property ${own.no_auto_compaction})` : "false (not set)");
   const number = (value, before) => (value === "" || String(value) === String(before || "")) ? null : Number(value);
   const submit = async (event) => {
     event.preventDefault();
-    const body = {no_auto_compaction: noAuto, delta_num_threshold: clear ? null : number(num, own.delta_num_threshold),
-                  delta_pct_threshold: clear ? null : number(pct, own.delta_pct_threshold), clear_thresholds: clear};
+    const body = {no_auto_compaction: noAuto, clear_thresholds: clear, ...Object.fromEntries(
+      health.form.map((f) => [f.name, clear ? null : number(values[f.name], own[f.name])]))};
     try {
       const run = await post(`tables/${encodeURIComponent(health.database)}/${encodeURIComponent(health.table)}/settings`,
                              body);
       live.say("info", `acid_table_settings triggered for ${health.database}.${health.table}`, run);
     } catch (failure) { live.say("error", failure.message); }
   };
-  const field = (label, now, control) => h(C.Field.Root, {width: "auto"},
+  const field = (label, now, control, title) => h(C.Field.Root, {width: "auto", title},
     h(C.Field.Label, {fontSize: "sm"}, label), control, h(C.Field.HelperText, {fontSize: "xs"}, `now: ${now}`));
+  const threshold = (f) => health.thresholds.find((t) => t.name === f.key) || {value: f.default, source: "default"};
   return h(C.Card.Root, {variant: "outline", size: "sm"},
     h(C.Card.Header, {pb: 0}, h(C.Card.Title, {fontSize: "md"}, "Settings"),
       h(C.Card.Description, {fontSize: "xs"}, "Applied by a run of acid_table_settings (ALTER TABLE ... SET " +
@@ -161,12 +162,11 @@ function Settings({health}) {
           h(C.NativeSelect.Field, {name: "no_auto_compaction", value: noAuto, onChange: (e) => setNoAuto(e.target.value)},
             ["leave", "true", "false", "clear"].map((value) => h("option", {key: value, value}, value))),
           h(C.NativeSelect.Indicator))),
-        field("delta.num.threshold", current(num_t.value, num_t.source), h(C.Input, {
-          name: "delta_num_threshold", type: "number", min: 0, step: 1, size: "sm", width: "8em", value: num,
-          placeholder: String(num_t.value), onChange: (e) => setNum(e.target.value)})),
-        field("delta.pct.threshold", current(pct_t.value, pct_t.source), h(C.Input, {
-          name: "delta_pct_threshold", type: "number", min: 0, step: "any", size: "sm", width: "8em", value: pct,
-          placeholder: String(pct_t.value), onChange: (e) => setPct(e.target.value)})),
+        ...health.form.map((f) => field(f.label, current(threshold(f).value, threshold(f).source), h(C.Input, {
+          key: f.name, name: f.name, type: "number", min: f.min ?? undefined, max: f.max ?? undefined, step: f.step,
+          size: "sm", width: "8em", value: values[f.name], placeholder: String(threshold(f).value),
+          onChange: (e) => setValues({...values, [f.name]: e.target.value})}),
+          `${f.property}: ${f.description} (${f.allowed})`)),
         h(C.Checkbox.Root, {size: "sm", checked: clear, onCheckedChange: (e) => setClear(Boolean(e.checked)), pb: 6},
           h(C.Checkbox.HiddenInput, {name: "clear_thresholds"}), h(C.Checkbox.Control),
           h(C.Checkbox.Label, null, "clear both thresholds")),
