@@ -26,7 +26,7 @@ $(STAMP): requirements.txt pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m acid_platform
 
-# The browser tests (tests/ui, Playwright) drive Debian's chromium package; installed once, as root (CI) or with sudo.
+# The browser tests (tests/plugins, Playwright) drive Debian's chromium package; installed once, as root (CI) or with sudo.
 CHROMIUM := /usr/bin/chromium
 
 $(CHROMIUM):

@@ -5,7 +5,7 @@ The way pyiceberg's `TableProperties` keeps each property beside its default: th
 (`acid_plugin.params.setting_param`), the ACID view's settings form, the property checks
 (`acid_core.metastore.properties.check_settings`), the core's defaults and the settings tables of README.md and
 docs/settings.md are made from these entries (`python -m acid_core.settings --markdown` prints README's table,
-`--docs` the page; tests/test_settings_registry.py checks both). Imports only the standard library and
+`--docs` the page; tests/project/test_settings_registry.py checks both). Imports only the standard library and
 `acid_core.errors`: DAG files read it at parse time. Cost: no I/O.
 """
 

@@ -143,7 +143,7 @@ def ms(make_ms):
 @pytest.fixture
 def store(tmp_path, clock):
     """An initialised metastore on a SQLite file only, with the test clock and identity, for the tests where the
-    database does not matter (`ms` runs on both); tests/spark's own `store` replaces it there."""
+    database does not matter (`ms` runs on both); tests/spark_jobs's own `store` replaces it there."""
     from acid_core.metastore import Metastore
     from acid_core.metastore.engine import Identity
 

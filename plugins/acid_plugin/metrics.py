@@ -4,7 +4,7 @@ Names are `acid.*` (after the deployment's `statsd_prefix`/`otel_prefix`, defaul
 `acid_core.metrics` from the `acid_housekeeping` DAG's `metrics` task every minute and from each initiator poll,
 per compaction a timer and counters from `AcidCompactionOperator` and `acid_worker`'s batch tasks, per cleaning
 counters from `acid_cleaner`. Every name is one of `acid_core.metrics.all_metrics()` (`metric_name` refuses any
-other), which the "Metrics and alerts" table of docs/operations.md lists (`tests/test_metrics_table.py`). The `type` tag of a
+other), which the "Metrics and alerts" table of docs/operations.md lists (`tests/project/test_metrics_table.py`). The `type` tag of a
 compaction's metrics reaches the wire with DogStatsD, OpenTelemetry, or StatsD with
 `[metrics] statsd_influxdb_enabled`; plain StatsD drops tags. Nothing is sent when metrics are off (Airflow's
 NoStatsLogger).

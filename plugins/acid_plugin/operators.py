@@ -251,7 +251,7 @@ class AcidCompactionOperator(SparkSubmitOperator):
 def spark_master(connection) -> str:
     """The master URL the provider's SparkSubmitHook makes of Spark connection `connection`, from its public fields
     (the provider keeps its own reading private): a `spark` connection's host when that is a whole URL or there is
-    no port, else `<conn_type>://<host>`; then `:<port>`. tests/airflow/test_launcher_parity.py holds the two equal."""
+    no port, else `<conn_type>://<host>`; then `:<port>`. tests/dags/test_launcher_parity.py holds the two equal."""
     host, port = connection.host, connection.port
     master = host if connection.conn_type == "spark" and host and ("://" in host or not port) \
         else f"{connection.conn_type}://{host or ''}"

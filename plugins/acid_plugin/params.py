@@ -20,7 +20,7 @@ from acid_core.compaction.pools import POOL_NAME_PATTERN, check_pool_name
 from acid_core.settings import Bounds, Setting
 
 # A Hive identifier, as acid_core.metastore.catalog.check_identifier takes one (that module is too heavy to import
-# at parse time; tests/airflow/test_trigger_forms.py checks that the two agree).
+# at parse time; tests/dags/test_trigger_forms.py checks that the two agree).
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 MAX_IDENTIFIER = 128
 IDENTIFIER = rf"^{_NAME}$"

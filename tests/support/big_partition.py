@@ -1,5 +1,5 @@
 """A single-bucket partition at any size, written fast and checked in bounded memory: for bench_scale.py and the
-capped-memory tests (tests/spark/test_capped_memory.py).
+capped-memory tests (tests/spark_jobs/test_capped_memory.py).
 
 `build` registers `default.<name>` (unbucketed, full ACID) in a metastore and writes, all in bucket 0 and in key
 order: `base_0000001` of `base_rows`, `deltas` insert deltas of `delta_rows` (write ids 2..), and `delete_deltas` delete

@@ -29,7 +29,7 @@ from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionState
 from acid_core.metastore.locks import LockComponent, LockType
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ACID = "TBLPROPERTIES ('transactional'='true')"
 COMPACTION_HEADERS = ["CompactionId", "Database", "Table", "Partition", "Type", "State", "Worker host", "Worker",
                       "Enqueue Time", "Start Time", "Duration(ms)", "HadoopJobId", "Error message", "Initiator host",
@@ -807,7 +807,7 @@ def test_abort_compactions_reports_each_id(metastore):
 
 
 def test_insert_overwrite_is_refused_and_earlier_statements_stay_done(metastore):
-    """SELECT, INSERT ... SELECT, UPDATE, DELETE and MERGE run on Spark SQL (tests/spark/test_sql_engine.py);
+    """SELECT, INSERT ... SELECT, UPDATE, DELETE and MERGE run on Spark SQL (tests/spark_jobs/test_sql_engine.py);
     INSERT OVERWRITE is refused before Spark starts."""
     text = "INSERT OVERWRITE TABLE t VALUES (1)"
     message = failure(metastore, f"CREATE DATABASE before_it; {text}; CREATE DATABASE after_it")

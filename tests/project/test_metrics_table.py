@@ -1,6 +1,6 @@
 """The "Metrics and alerts" tables of docs/operations.md match the code, both ways: every metric the code can send is in the
 metrics table with its kind and its Hive constant, and nothing else is; every alert kind is in the alerts table with
-the rules' default thresholds, and nothing else is. (`tests/airflow/test_metrics_alerts.py` checks what arrives on
+the rules' default thresholds, and nothing else is. (`tests/dags/test_metrics_alerts.py` checks what arrives on
 the wire against the same table.)"""
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ def _statements(ms):
 
 def _scans_history(ms, statement: str, parameters) -> bool:
     """Whether the statement's plan reads COMPLETED_COMPACTIONS without an index (PostgreSQL: with sequential scans
-    disabled, as tests/test_query_plans.py checks the hot queries, so a small table is not scanned by choice)."""
+    disabled, as tests/acid_core/test_query_plans.py checks the hot queries, so a small table is not scanned by choice)."""
     raw = ms.db.engine.raw_connection()
     try:
         cursor = raw.cursor()

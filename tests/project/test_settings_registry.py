@@ -1,7 +1,7 @@
 """The settings registry (acid_core/settings.py) is the one place a setting's key, default, bounds and description
 live: README.md's settings table and docs/settings.md are its rendering, every default lies within its bounds, the
 property checks refuse what its bounds refuse (in one line naming the key, the value and the range), and the core's
-defaults are the registry's. The DAG Params made from it: tests/airflow/test_settings_params.py."""
+defaults are the registry's. The DAG Params made from it: tests/dags/test_settings_params.py."""
 
 from __future__ import annotations
 

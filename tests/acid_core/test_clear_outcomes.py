@@ -1,6 +1,6 @@
 """Clear outcomes without Airflow (issue 14): a failed compaction's queue error is its cause in one line, an unknown
 partition's refusal lists the partitions that exist, a manual request without a partition queues every partition
-that needs one, and `make run`'s logs are capped. The Airflow side: tests/airflow/test_outcomes.py."""
+that needs one, and `make run`'s logs are capped. The Airflow side: tests/dags/test_outcomes.py."""
 
 from __future__ import annotations
 

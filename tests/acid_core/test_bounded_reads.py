@@ -16,7 +16,7 @@ from acid_core.fs import FileSystem
 from acid_core.layout import base_dir_name, bucket_file_name
 from acid_core.orc_columnar import EventStreamWriter, event_table
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 READ = textwrap.dedent("""
     import json, resource, sys
     from acid_cli.main import main

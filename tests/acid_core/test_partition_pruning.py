@@ -1,7 +1,7 @@
 """Partition pruning without Spark: which of a table's partitions a condition can hold in (acid_core.pruning), read
 from Spark SQL text (spark_jobs.pruning) and from the query blocks of an `acid sql` statement (acid_cli.hiveql).
 
-What Spark then reads, and that the answers are right, is in tests/spark/test_partition_pruning_spark.py.
+What Spark then reads, and that the answers are right, is in tests/spark_jobs/test_partition_pruning_spark.py.
 """
 
 from __future__ import annotations

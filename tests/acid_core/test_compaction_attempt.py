@@ -1,6 +1,6 @@
 """The one set of queue-state rules for running a compaction by id (acid_core.compaction.attempt): what each state
 means before a run and after it, and `acid compact run` following them without starting a JVM when it need not.
-The Airflow operator's mapping of the same verdicts is exercised by tests/airflow."""
+The Airflow operator's mapping of the same verdicts is exercised by tests/dags."""
 
 from __future__ import annotations
 

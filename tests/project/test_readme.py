@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import pytest
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 README = REPOSITORY / "README.md"
 MAX_README_LINES = 300
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 SOURCES = ("acid_core", "acid_cli", "acid_platform", "spark_jobs", "pyproject.toml", "README.md")
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
 """`acid compact run ID --master spark://...` on a real Spark standalone cluster: a master and one worker started from
 the pyspark installation on 127.0.0.1, so the bucket tasks run in a separate executor JVM, as in production. The
 worker here shares this run's virtualenv, named as the executors' Python (`ACID_EXECUTOR_ENV=none`,
-`ACID_EXECUTOR_PYTHON`): nodes with the project installed. tests/airflow/test_clean_cluster.py runs on a worker that
+`ACID_EXECUTOR_PYTHON`): nodes with the project installed. tests/dags/test_clean_cluster.py runs on a worker that
 has nothing but Spark and a plain Python."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Engine statements read with sqlglot (acid_cli.hiveql.spark_sql): which names are tables, the clauses, the errors.
 
-Pure: no Spark, no metastore. What Spark then does with the texts is in tests/spark/test_sql_engine.py.
+Pure: no Spark, no metastore. What Spark then does with the texts is in tests/spark_jobs/test_sql_engine.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`make run` (`python -m acid_platform`) as real processes: the set-up, the demo writer, the whole platform
 started and stopped with Ctrl-C, and the settings it refuses before starting anything.
 
-Airflow reads its configuration once per process, at import (and tests/airflow/conftest.py points this process's
+Airflow reads its configuration once per process, at import (and tests/dags/conftest.py points this process's
 AIRFLOW_HOME elsewhere), so everything touching Airflow runs in a child process with an environment of its own.
 """
 

@@ -1,5 +1,5 @@
 """ACID view test set-up: Airflow's configuration for this process (a throw-away AIRFLOW_HOME with a SQLite database,
-this repo's dags/ and plugins/, the SimpleAuthManager) unless tests/airflow/conftest.py set one up already in this
+this repo's dags/ and plugins/, the SimpleAuthManager) unless tests/dags/conftest.py set one up already in this
 run, and a TestClient on Airflow's own API server app (which mounts the plugin as production does).
 
 Airflow reads its configuration once, at import, so this runs when the file is imported, before anything imports

@@ -17,7 +17,7 @@ from acid_core.rowid import RowId
 from acid_core.writer import EmbeddedWriter
 
 B0, B1 = v1_bucket_property(0), v1_bucket_property(1)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def acid(*args: str) -> subprocess.CompletedProcess:

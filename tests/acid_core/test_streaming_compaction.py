@@ -21,7 +21,7 @@ from acid_core.orc_columnar import EventStreamWriter, event_table
 from acid_core.orc_events import KEY_FIELDS, EventFile
 from acid_core.sorted_merge import merge_sorted
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KEYS = ("o", "b", "r")
 SCHEMA = pa.schema([("o", pa.int64()), ("b", pa.int32()), ("r", pa.int64()), ("source", pa.int64())])
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ONE_INTEROP_TEST = "tests/interop/test_hive_interop.py::test_our_plain_table_rows_are_the_expected_ones"
 
 

@@ -1,6 +1,6 @@
 """`acid_core.shipping`: which settings give a cluster's executors the code and a Python, the options' checks, the
 code zip and the packed environment (built here without packages, so in a second; the real environment is built
-and run by tests/airflow/test_clean_cluster.py)."""
+and run by tests/dags/test_clean_cluster.py)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from acid_core.shipping import (
     options_from_extra,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MINOR = f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from support.pg_server import BIN_DIR_VARIABLE, PostgresServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _query(url: str, statement: str) -> list[tuple]:

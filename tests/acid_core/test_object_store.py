@@ -25,7 +25,7 @@ from acid_core.metastore.compactions import CompactionState, CompactionType
 from acid_core.streaming import StreamingConnection
 from acid_core.table_write import TableWrite
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = [("id", "int"), ("name", "string")]
 COPIES = ("CopyObject", "UploadPartCopy")
 

@@ -48,7 +48,7 @@ EMPTY = re.compile(r"\[info\s*\]\s+\[airflow\.task\.hooks\.[\w.]*SparkSubmitHook
 
 @pytest.fixture
 def operator_machine(monkeypatch):
-    """The environment of an operator's worker: no SPARK_LOCAL_IP (tests/airflow/conftest.py sets one), the default
+    """The environment of an operator's worker: no SPARK_LOCAL_IP (tests/dags/conftest.py sets one), the default
     progress interval."""
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
     monkeypatch.delenv("ACID_PROGRESS_SECONDS", raising=False)

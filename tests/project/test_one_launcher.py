@@ -1,7 +1,7 @@
 """One launcher (issue 26): `acid_core.compaction.launch` is the only code that says what a compaction's spark-submit
 is, and what it says keeps the metastore password off the command line. No Spark, no Airflow: the fast lane.
 
-The Airflow task and `acid compact run` submitting the same command is tests/airflow/test_launcher_parity.py."""
+The Airflow task and `acid compact run` submitting the same command is tests/dags/test_launcher_parity.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from acid_core.compaction import launch
 from acid_core.metastore.engine import ENV_PASSWORD, ENV_URL
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CODE = ("acid_core", "acid_cli", "plugins", "dags", "spark_jobs", "acid_platform")
 LAUNCHER = "acid_core/compaction/launch.py"
 # spark-submit's own options, and the compaction job's (spark_jobs/compact.py): a list or tuple holding one of them
