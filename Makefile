@@ -43,9 +43,10 @@ test: $(STAMP) $(CHROMIUM)
 	PYTHONPATH="$(CURDIR)/plugins" $(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 
-# The edit-test loop: every test that starts no JVM and no Airflow and is not marked slow (CI runs `make test`).
+# The edit-test loop: every test that starts no JVM, no Airflow and no PostgreSQL (the SQLite half of the tests that
+# run on both) and is not marked slow. CI runs `make test`, which runs them all.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not (spark or airflow or interop or browser or slow)"
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not (spark or airflow or interop or browser or slow or postgres)"
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_snapshot_read.py
