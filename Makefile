@@ -33,10 +33,9 @@ $(CHROMIUM):
 	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium)'
 
 # The suite runs on one pytest-xdist worker per core (each worker has its own PostgreSQL server, Spark session and
-# Airflow home); `make test PYTEST_WORKERS=0` runs it in one process. Each worker takes the next test when it is free
-# (the long ones come first: tests/conftest.py orders them), so both end at about the same time.
+# Airflow home); `make test PYTEST_WORKERS=0` runs it in one process. Work stealing keeps both cores busy to the end.
 PYTEST_WORKERS ?= auto
-PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist load
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist worksteal
 
 # lint-imports checks the import contracts of pyproject.toml first (plugins/ on the path, as Airflow puts it there).
 test: $(STAMP) $(CHROMIUM)

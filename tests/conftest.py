@@ -39,16 +39,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _postgres_unavailable()
 
 
-# Tests that start JVMs, Airflow, browsers or whole platforms take seconds to minutes each; the rest, milliseconds.
-# Run the long ones first, so that the parallel workers (make test) end together instead of one finishing the last
-# long test alone; the order within each group stays the files' own.
-_LONG_MARKERS = ("interop", "spark", "airflow", "browser", "slow")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not any(item.get_closest_marker(name) for name in _LONG_MARKERS))
-
-
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the whole run, on 127.0.0.1 and a free port; stopped and removed at the end of the session."""
