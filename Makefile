@@ -43,9 +43,9 @@ test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 
 # The edit-test loop: every test that starts no JVM, no Airflow and no PostgreSQL (the SQLite half of the tests that
-# run on both) and is not marked slow. CI runs `make test`, which runs them all.
+# run on both) and is not marked slow. CI runs `make test`, which runs them all. All short: plain load scheduling.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not (spark or airflow or interop or browser or slow or postgres)"
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist load -m "not (spark or airflow or interop or browser or slow or postgres)"
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_snapshot_read.py
