@@ -23,11 +23,12 @@ from typing import Any
 from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError, TxnStateError, one_line_cause
 from acid_core.fs import FileSystem
-from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, bucket_file_name, delta_dir_name, side_file_name
+from acid_core.layout import ACID_FORMAT_FILE, bucket_file_name, delta_dir_name, side_file_name
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore.txns import Operation
 from acid_core.orc_events import INSERT_OPERATION, EventFileWriter
+from acid_core.publish import write_format_file
 from acid_core.rowid import encode_bucket
 from acid_core.table_write import TableWrite
 from acid_core.values import RowChecker
@@ -140,7 +141,7 @@ class StreamingConnection:
         self._directory = self.fs.join(self.location, name)
         self.fs.make_dirs(self._directory)
         if not self.fs.exists(self.fs.join(self._directory, ACID_FORMAT_FILE)):
-            self.fs.write_atomically(self.fs.join(self._directory, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
+            write_format_file(self.fs, self._directory)  # in place: its uncommitted write ids hide it
 
     def begin_transaction(self) -> int:
         """Start the next transaction of the batch (opening a new batch when this one is used up)."""
@@ -194,7 +195,7 @@ class StreamingConnection:
                 for bucket_file in self._files.values():
                     bucket_file.flush()
             self._current = None
-            self.metastore.txns.commit(write.txn_id)
+            write.commit()
 
     def abort_transaction(self) -> None:
         """Abort the current transaction; rows it wrote stay in the file but no snapshot sees them."""
@@ -203,7 +204,7 @@ class StreamingConnection:
             self._current = None
             if not self._delta_per_batch:
                 self._close_files()  # its own directory: the files end with the transaction
-            self.metastore.txns.abort(write.txn_id)
+            write.abort()
 
     def heartbeat(self) -> None:
         """Keep every still-open transaction of the batch alive."""

@@ -28,8 +28,6 @@ from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError, NoSuchObjectError, NoSuchTxnError, TxnStateError, UsageError
 from acid_core.fs import FileSystem, ensure_inside
 from acid_core.layout import (
-    ACID_FORMAT_FILE,
-    ORC_ACID_VERSION,
     ParsedDelta,
     is_hidden,
     parse_directory,
@@ -43,6 +41,8 @@ from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.locks import LOCK_TIMEOUT_MS, LockComponent, LockType
 from acid_core.metastore.txns import Operation, StagingRecord
+from acid_core.orc_events import DEFAULT_STRIPE_ROWS
+from acid_core.publish import Publication
 from acid_core.rowid import RowId
 from acid_core.writer import EmbeddedWriter, WriteResult
 
@@ -61,7 +61,8 @@ class TableWrite:
     """One open write transaction on one table; use `open` (or `open_batch` for streaming) to make one."""
 
     def __init__(self, metastore: Metastore, table: TableInfo, txn_id: int, write_id: int, *, partition: str | None,
-                 agent_info: str, staged: bool) -> None:
+                 agent_info: str, staged: bool, cataloged: frozenset[str] = frozenset(),
+                 stripe_rows: int = DEFAULT_STRIPE_ROWS) -> None:
         self.metastore = metastore
         self.table = table
         self.txn_id = txn_id
@@ -69,20 +70,22 @@ class TableWrite:
         self.partition = partition
         self.agent_info = agent_info
         self._registered_staging = staged
+        self._cataloged = set(cataloged)  # partitions known to be in the catalog already
         self._recorded: dict[str | None, Operation] = {}
-        self._staged: list[tuple[str, str]] = []  # (staging directory, final directory)
-        self._published: list[str] = []
-        self._written: list[str] = []  # directories the embedded writer wrote for this write id
+        where = self.location()
+        self._publication = Publication(where.fs, where.table_root)
         self._ended = False
         self._writer: EmbeddedWriter | None = None
+        self._stripe_rows = stripe_rows
 
     # --- opening ----------------------------------------------------------------------------------------------------
     @classmethod
     def open(cls, metastore: Metastore, database: str, table: str, *, agent_info: str,
              partition: Mapping[str, Any] | str | None = None, lock_timeout_ms: int = LOCK_TIMEOUT_MS,
-             lock_type: LockType = LockType.SHARED_WRITE) -> TableWrite:
+             lock_type: LockType = LockType.SHARED_WRITE, stripe_rows: int = DEFAULT_STRIPE_ROWS) -> TableWrite:
         """Open a transaction writing `table` (only `partition` when given, else anywhere in it), with its write id,
         its staging record and a shared_write lock (excl_write with `lock_type`, as hive.txn.xlock.write asks).
+        `stripe_rows`: rows per ORC stripe of the embedded writer's files (`insert`, `delete`, `update`).
 
         Raises:
             NotTransactionalError, NoSuchObjectError: not an existing ACID table.
@@ -99,7 +102,8 @@ class TableWrite:
         except BaseException:
             _abort_quietly(metastore, txn_id)
             raise
-        write = cls(metastore, info, txn_id, write_id, partition=name, agent_info=agent_info, staged=True)
+        write = cls(metastore, info, txn_id, write_id, partition=name, agent_info=agent_info, staged=True,
+                    stripe_rows=stripe_rows)
         try:
             write.lock(timeout_ms=lock_timeout_ms, lock_type=lock_type)
         except BaseException:
@@ -119,8 +123,9 @@ class TableWrite:
         except BaseException:
             txns.abort_txns(txn_ids)
             raise
+        cataloged = frozenset() if partition is None else frozenset({partition})  # the connection added it
         return [cls(metastore, table, txn_id, write_ids[txn_id], partition=partition, agent_info=agent_info,
-                    staged=False) for txn_id in txn_ids]
+                    staged=False, cataloged=cataloged) for txn_id in txn_ids]
 
     def lock(self, *, timeout_ms: int = LOCK_TIMEOUT_MS, lock_type: LockType = LockType.SHARED_WRITE) -> None:
         """Take the write lock on the partition (or the table) this write was opened for."""
@@ -177,30 +182,22 @@ class TableWrite:
         Raises:
             PathOutsideTableError: either directory resolves outside the table's location.
         """
-        where = self.location()
-        staging, final = (ensure_inside(where.table_root, path, fs=where.fs) for path in (staging, final))
-        if (staging, final) not in self._staged:
-            self._staged.append((staging, final))
+        self._publication.stage(staging, final)
 
-    def publish(self) -> tuple[str, ...]:
-        """Rename every remembered staging directory into place, each with its ACID format file first (on an object
-        store, where a write builds its final directories directly, only the format file is written).
+    def publish(self, *, check_open: bool = True) -> tuple[str, ...]:
+        """Publish every staged directory (`acid_core.publish`: the ACID format file, then the rename into place;
+        on an object store, where a write builds its final directories directly, only the format file).
 
-        A heartbeat first: a write whose transaction was aborted meanwhile (timed out, or by an operator) publishes
-        nothing, so no directory with its write id appears after the cleaner and housekeeping forgot it.
+        A heartbeat first (unless `check_open` is false): a write whose transaction was aborted meanwhile (timed out,
+        or by an operator) publishes nothing, so no directory with its write id appears after the cleaner and
+        housekeeping forgot it.
 
         Raises:
             TxnAbortedError, NoSuchTxnError: the transaction is no longer open.
         """
-        fs = self.location().fs
-        if self._staged[len(self._published):]:
+        if check_open and self._publication.pending:
             self.metastore.txns.heartbeat(self.txn_id)
-        for staging, final in self._staged[len(self._published):]:
-            fs.write_atomically(fs.join(staging, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
-            if staging != final:
-                fs.rename(staging, final)
-            self._published.append(final)
-        return tuple(self._published)
+        return self._publication.publish()
 
     # --- the embedded writer ----------------------------------------------------------------------------------------
     def _embedded(self) -> EmbeddedWriter:
@@ -212,7 +209,8 @@ class TableWrite:
                                      version=info.bucketing_version) if buckets else None)
             self._writer = EmbeddedWriter(where.path, columns=info.columns,
                                           partition_keys=[k.name for k in info.partition_keys], bucket_count=buckets,
-                                          bucket_function=place, compression=compression_of(info), fs=where.fs)
+                                          bucket_function=place, compression=compression_of(info),
+                                          stripe_rows=self._stripe_rows, fs=where.fs)
         return self._writer
 
     def _spec(self, partition: Mapping[str, Any] | None) -> tuple[str | None, dict | None]:
@@ -225,7 +223,8 @@ class TableWrite:
         name, spec = self._spec(partition)
         self.record(name, Operation.INSERT)
         return self._wrote(self._embedded().insert(rows, write_id=self.write_id, statement_id=statement_id,
-                                                   partition=spec, writer_id=writer_id, txn_id=self.txn_id))
+                                                   partition=spec, writer_id=writer_id, txn_id=self.txn_id,
+                                                   publication=self._publication))
 
     def delete(self, row_ids: Iterable[RowId], *, partition: Mapping[str, Any] | None = None,
                statement_id: int = 0) -> WriteResult:
@@ -233,7 +232,8 @@ class TableWrite:
         name, spec = self._spec(partition)
         self.record(name, Operation.DELETE)
         return self._wrote(self._embedded().delete(row_ids, write_id=self.write_id, statement_id=statement_id,
-                                                   partition=spec, txn_id=self.txn_id))
+                                                   partition=spec, txn_id=self.txn_id,
+                                                   publication=self._publication))
 
     def update(self, row_ids: Sequence[RowId], new_rows: Sequence[Sequence[Any] | Mapping[str, Any]], *,
                partition: Mapping[str, Any] | None = None, statement_id: int = 0, writer_id: int = 0) -> WriteResult:
@@ -242,10 +242,12 @@ class TableWrite:
         self.record(name, Operation.UPDATE)
         return self._wrote(self._embedded().update(row_ids, new_rows, write_id=self.write_id,
                                                    statement_id=statement_id, partition=spec, writer_id=writer_id,
-                                                   txn_id=self.txn_id))
+                                                   txn_id=self.txn_id, publication=self._publication))
 
     def _wrote(self, result: WriteResult) -> WriteResult:
-        self._written.extend(path for path in result.directories if path not in self._written)
+        """Publish an embedded statement's directories at once (as before the commit: its write id hides them from
+        every other snapshot), so later statements of this transaction read them."""
+        self.publish(check_open=False)
         return result
 
     def read(self, partition: str | None = None, *, include_row_id: bool = False) -> pa.Table:
@@ -268,9 +270,10 @@ class TableWrite:
         try:
             self.publish()
             for partition in self._recorded:
-                if partition is not None:
+                if partition is not None and partition not in self._cataloged:
                     self.metastore.catalog.add_partition(self.table.database, self.table.name,
                                                          parse_partition_dir_name(partition))
+                    self._cataloged.add(partition)
             self.metastore.txns.commit(self.txn_id, wrote=bool(self._recorded))
         except BaseException:
             self.abort()
@@ -283,13 +286,11 @@ class TableWrite:
         if self._ended:
             return
         self._ended = True
-        fs = self.location().fs
-        for staging, final in self._staged:
-            fs.delete_dir(staging)
-            if final in self._published and final != staging:
-                fs.delete_dir(final)
-        for directory in self._written:  # the embedded writer's: only this write id writes there
-            fs.delete_dir(directory)
+        try:
+            self._publication.discard()  # only this write id writes there
+        except BaseException:
+            _abort_quietly(self.metastore, self.txn_id)
+            raise
         try:
             if self._registered_staging:
                 self.metastore.txns.forget_staging(StagingRecord(self.txn_id, self.table.database, self.table.name,

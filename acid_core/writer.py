@@ -2,11 +2,12 @@
 as split-update (both), in partition directories `k=v`, one bucket file per bucket.
 
 Every value is checked against its column type first; then, where renames are atomic (local, HDFS), all directories
-of one write are staged under hidden names beside them and renamed into place only when all of them are complete,
-so a bad row or a crash never leaves a half-written visible file (nor half of a split-update). On object stores the
-files are written under their final names directly (each appears whole when its upload completes): the write id is
-what hides them until the transaction commits, and a failure removes the files this call wrote. Write ids come from the caller (the metastore hands
-them out); the writer does not commit anything (`acid_core.table_write` is the transaction around it).
+of one write are staged under hidden names beside them and published (`acid_core.publish`: format file, rename)
+only when all of them are complete, so a bad row or a crash never leaves a half-written visible file (nor half of a
+split-update). On object stores the files are written under their final names directly (each appears whole when its
+upload completes): the write id is what hides them until the transaction commits, and a failure removes the files
+this call wrote. Write ids come from the caller (the metastore hands them out); the writer does not commit anything
+(`acid_core.table_write` is the transaction around it, and publishes what it staged).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from typing import Any
 from acid_core.errors import AcidError, InvalidRowError
 from acid_core.fs import FileSystem, ensure_inside
 from acid_core.layout import (
-    ACID_FORMAT_FILE,
-    ORC_ACID_VERSION,
     bucket_file_name,
     delta_dir_name,
     partition_dir_name,
@@ -35,6 +34,7 @@ from acid_core.orc_events import (
     EventFileWriter,
     parse_columns,
 )
+from acid_core.publish import Publication
 from acid_core.rowid import RowId, decode_bucket_id, encode_bucket
 from acid_core.values import RowChecker
 
@@ -123,63 +123,12 @@ class EmbeddedWriter:
             by_bucket.setdefault(decode_bucket_id(row_id.bucket_property), []).append(event)
         return by_bucket
 
-    def _stage(self, parent: str, name: str, files: dict[int, list[tuple]], operation: int,
-               txn_id: int | None) -> str:
-        """Write all bucket files of one directory under a hidden name beside it; removed on failure. The name carries
-        the transaction (`layout.write_staging_name`), so housekeeping can remove it if this process is killed."""
-        self.fs.make_dirs(parent)
-        attempt = uuid.uuid4().hex[:12]
-        hidden = write_staging_name(name, txn_id, attempt=attempt) if txn_id is not None else f".{name}.tmp-{attempt}"
-        temp = self.fs.join(parent, hidden)
-        self.fs.make_dirs(temp)
-        try:
-            for bucket, events in files.items():
-                self._write_file(self.fs.join(temp, bucket_file_name(bucket)), name, bucket, events, operation)
-            self.fs.write_atomically(self.fs.join(temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
-        except BaseException:
-            self.fs.delete_dir(temp)
-            raise
-        return temp
-
     def _check_free(self, parent: str, name: str, buckets) -> None:
         final = self.fs.join(parent, name)
         for bucket in buckets:
             target = self.fs.join(final, bucket_file_name(bucket))
             if self.fs.exists(target):
                 raise AcidError(f"{target} already exists: write id and statement id were used twice")
-
-    def _publish(self, temp: str, parent: str, name: str, buckets) -> str:
-        """Move a staged directory into place (or its bucket files into a directory another writer made)."""
-        self.fs.make_dirs(parent)
-        final = self.fs.join(parent, name)
-        if not self.fs.exists(final):
-            self.fs.rename(temp, final)
-            return final
-        for bucket in buckets:
-            self.fs.rename(self.fs.join(temp, bucket_file_name(bucket)), self.fs.join(final, bucket_file_name(bucket)))
-        self.fs.delete_dir(temp)
-        return final
-
-    def _write_directly(self, parent: str, directories: list[tuple[str, dict[int, list[tuple]], int]]
-                        ) -> tuple[str, ...]:
-        """An object store's write: check no file collides, then write every file under its final name; on a
-        failure remove the files this call wrote (another writer of the write id may share the directory)."""
-        for name, files, _ in directories:
-            self._check_free(parent, name, files)
-        written: list[str] = []
-        try:
-            for name, files, operation in directories:
-                final = self.fs.join(parent, name)
-                for bucket, events in files.items():
-                    path = self.fs.join(final, bucket_file_name(bucket))
-                    written.append(path)
-                    self._write_file(path, name, bucket, events, operation)
-                self.fs.write_atomically(self.fs.join(final, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
-        except BaseException:
-            for path in written:
-                self.fs.delete_file(path)
-            raise
-        return tuple(self.fs.join(parent, name) for name, _, _ in directories)
 
     def _write_file(self, path: str, name: str, bucket: int, events: list[tuple], operation: int) -> None:
         with self.fs.open_output(path) as stream:
@@ -192,40 +141,69 @@ class EmbeddedWriter:
             writer.close()
 
     def _write(self, parent: str, directories: list[tuple[str, dict[int, list[tuple]], int]],
-               txn_id: int | None) -> tuple[str, ...]:
-        """Stage every directory of one write, check none collides, then publish them all (on an object store:
-        write them in place, `_write_directly`)."""
-        if not self.fs.renames_atomically:
-            return self._write_directly(parent, directories)
-        staged: list[str] = []
+               txn_id: int | None, publication: Publication | None) -> tuple[str, ...]:
+        """Write every directory of one write, then stage them in `publication` (the transaction's, which publishes
+        them) or publish them at once through a publication of their own.
+
+        Where renames are atomic the files are built under hidden names beside their directories (named after the
+        transaction, `layout.write_staging_name`, so housekeeping can remove them if this process is killed); on an
+        object store under their final names. A failure removes what this call wrote and stages nothing: the files of
+        an object store's directory one by one (another writer of the write id may share the directory)."""
+        fs = self.fs
+        for name, files, _ in directories:
+            self._check_free(parent, name, files)
+        fs.make_dirs(parent)
+        built: list[tuple[str, str]] = []  # (where the files were written, final directory)
+        written: list[str] = []  # files written in place (object stores)
         try:
-            for name, files, _ in directories:
-                self._check_free(parent, name, files)
             for name, files, operation in directories:
-                staged.append(self._stage(parent, name, files, operation, txn_id))
-            for name, files, _ in directories:
-                self._check_free(parent, name, files)
+                final = fs.join(parent, name)
+                if fs.renames_atomically:
+                    attempt = uuid.uuid4().hex[:12]
+                    hidden = (write_staging_name(name, txn_id, attempt=attempt) if txn_id is not None
+                              else f".{name}.tmp-{attempt}")
+                    target = fs.join(parent, hidden)
+                    built.append((target, final))
+                    fs.make_dirs(target)
+                else:
+                    target = final
+                    built.append((final, final))
+                for bucket, events in files.items():
+                    path = fs.join(target, bucket_file_name(bucket))
+                    if target == final:
+                        written.append(path)
+                    self._write_file(path, name, bucket, events, operation)
+            if fs.renames_atomically:
+                for name, files, _ in directories:
+                    self._check_free(parent, name, files)  # again: another writer may have published meanwhile
         except BaseException:
-            for temp in staged:
-                self.fs.delete_dir(temp)
+            for target, final in built:
+                if target != final:
+                    fs.delete_dir(target)
+            for path in written:
+                fs.delete_file(path)
             raise
-        published = []
-        try:
-            for temp, (name, files, _) in zip(staged, directories):
-                published.append(self._publish(temp, parent, name, files))
-        finally:
-            for temp in staged[len(published):]:
-                self.fs.delete_dir(temp)
-        return tuple(published)
+        own = publication if publication is not None else Publication(fs)
+        for target, final in built:
+            own.stage(target, final)
+        if publication is None:
+            try:
+                own.publish()
+            except BaseException:
+                for entry in own.pending:
+                    fs.delete_dir(entry.staging)
+                raise
+        return tuple(final for _, final in built)
 
     def insert(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]], *, write_id: int, statement_id: int = 0,
                partition: Mapping[str, Any] | None = None, writer_id: int = 0,
-               txn_id: int | None = None) -> WriteResult:
+               txn_id: int | None = None, publication: Publication | None = None) -> WriteResult:
         """Insert rows as write `write_id`, statement `statement_id`, into `delta_w_w_s`.
 
         An unbucketed table gets one file per writer (`bucket_<writer_id>`, as Hive's parallel tasks write);
         a bucketed table one file per bucket the rows hash to. `txn_id` names the staging directories after the
-        writing transaction (see `acid_core.table_write`).
+        writing transaction, and `publication` is the transaction's, which publishes them (`acid_core.table_write`);
+        without one they are published at once.
 
         Raises:
             InvalidRowError: a row does not fit the table; nothing is made visible.
@@ -235,23 +213,25 @@ class EmbeddedWriter:
         if not events:
             return WriteResult(())
         name = delta_dir_name(write_id, write_id, statement_id=statement_id)
-        paths = self._write(parent, [(name, events, INSERT_OPERATION)], txn_id)
+        paths = self._write(parent, [(name, events, INSERT_OPERATION)], txn_id, publication)
         return WriteResult(paths, inserted=sum(map(len, events.values())))
 
     def delete(self, row_ids: Iterable[RowId], *, write_id: int, statement_id: int = 0,
-               partition: Mapping[str, Any] | None = None, txn_id: int | None = None) -> WriteResult:
+               partition: Mapping[str, Any] | None = None, txn_id: int | None = None,
+               publication: Publication | None = None) -> WriteResult:
         """Delete rows by ROW__ID as write `write_id` into `delete_delta_w_w_s` (one file per bucket of the rows)."""
         parent = self.partition_location(partition)
         events = self._delete_events(row_ids, write_id)
         if not events:
             return WriteResult(())
         name = delta_dir_name(write_id, write_id, statement_id=statement_id, delete=True)
-        paths = self._write(parent, [(name, events, DELETE_OPERATION)], txn_id)
+        paths = self._write(parent, [(name, events, DELETE_OPERATION)], txn_id, publication)
         return WriteResult(paths, deleted=sum(map(len, events.values())))
 
     def update(self, row_ids: Sequence[RowId], new_rows: Sequence[Sequence[Any] | Mapping[str, Any]], *,
                write_id: int, statement_id: int = 0, partition: Mapping[str, Any] | None = None,
-               writer_id: int = 0, txn_id: int | None = None) -> WriteResult:
+               writer_id: int = 0, txn_id: int | None = None,
+               publication: Publication | None = None) -> WriteResult:
         """Split-update: delete the old ROW__IDs and insert the new rows under the same write and statement id."""
         if len(row_ids) != len(new_rows):
             raise InvalidRowError(f"update got {len(row_ids)} row ids but {len(new_rows)} new rows")
@@ -264,5 +244,5 @@ class EmbeddedWriter:
                                 DELETE_OPERATION))
         if inserts:
             directories.append((delta_dir_name(write_id, write_id, statement_id=statement_id), inserts, INSERT_OPERATION))
-        paths = self._write(parent, directories, txn_id) if directories else ()
+        paths = self._write(parent, directories, txn_id, publication) if directories else ()
         return WriteResult(paths, inserted=sum(map(len, inserts.values())), deleted=sum(map(len, deletes.values())))

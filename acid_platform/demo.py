@@ -37,6 +37,7 @@ from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.rowid import RowId
 from acid_core.streaming import StreamingConnection
+from acid_core.table import AcidTable
 from acid_core.table_write import TableWrite
 
 DATABASE = "demo"
@@ -138,10 +139,9 @@ class DemoWriter:
                      abort: bool = False) -> str | None:
         """Run `work(write, visible_row_ids, partition)` in one write transaction on demo.<table>, locked first (as
         Hive does); returns what it did, or None when `work` found nothing to do (the transaction is aborted)."""
-        info = self.store.catalog.get_table(DATABASE, table)
-        name = info.partition_name(partition or {})
-        with TableWrite.open(self.store, DATABASE, table, partition=name,
-                             agent_info=f"demo writer ({action})") as write:
+        handle = AcidTable.load(self.store, DATABASE, table)
+        name = handle.info.partition_name(partition or {})
+        with handle.new_write(agent_info=f"demo writer ({action})", partition=name) as write:
             row_ids = write.read(name, include_row_id=True).column("row__id").to_pylist() if reads else []
             what = work(write, row_ids, partition)
             if what is None or abort:

@@ -1,11 +1,11 @@
 """Writing ACID tables from PySpark: insert, delete, update (split-update) and merge, each in one transaction.
 
-Every call is one `acid_core.table_write.TableWrite` on the driver (transaction, write id, staging record, a
-shared_write lock on the table); Spark tasks only write event files (acid_core's columnar writer: Hive's event schema
+Every call is one `acid_core.table_write.TableWrite` on the driver (`AcidTable.new_write`: transaction, write id,
+staging record, a shared_write lock on the table); Spark tasks only write event files (acid_core's columnar writer: Hive's event schema
 and user metadata) into its hidden staging directories (on object stores: straight into `delta_w_w_s` /
 `delete_delta_w_w_s`, hidden by the uncommitted write id); the driver records the partitions written
-(TXN_COMPONENTS: insert, update or delete, which drives first-committer-wins), renames the staging to `delta_w_w_s` /
-`delete_delta_w_w_s` where renames are atomic and commits. UPDATE, DELETE and MERGE read only the partitions their condition (the WHERE, or
+(TXN_COMPONENTS: insert, update or delete, which drives first-committer-wins) and commits, which publishes the
+staging as `delta_w_w_s` / `delete_delta_w_w_s` (`acid_core.publish`). UPDATE, DELETE and MERGE read only the partitions their condition (the WHERE, or
 MERGE's ON) can hold in (`spark_jobs.pruning`). Any failure aborts the transaction and removes what was written:
 nothing visible is left; a killed driver's staging is removed by housekeeping. Unbucketed tables get one file per
 Spark task (`bucket_<task>`, the task being the writer id, as Hive's parallel writers); bucketed tables one file per
@@ -14,7 +14,7 @@ bucket (Hive's hash).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,7 @@ from acid_core.metastore.txns import Operation
 from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows
 from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION
 from acid_core.rowid import decode_bucket_ids, encode_bucket
+from acid_core.table import AcidTable
 from acid_core.table_write import TableWrite, compression_of, strongest
 from acid_core.types import arrow_struct
 from spark_jobs.pruning import condition_predicate
@@ -226,39 +227,38 @@ def _write_deletes(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
     yield _result_batch(results)
 
 
-class _Write:
-    """The driver's side of one Spark write: a `TableWrite` (transaction, write id, staging record, table lock) and
-    the event-file tasks it hands to Spark."""
+def _file_task(write: TableWrite, statement_id: int, final: str, *, bucketed: bool = False) -> _FileTask:
+    """What the tasks of one statement of `write` need to write the event files of `final`."""
+    table = write.table
+    return _FileTask(table.location, tuple(c.name for c in table.columns), arrow_struct(table.columns),
+                     tuple(k.name for k in table.partition_keys), write.write_id, statement_id,
+                     write.staging_name(final), compression_of(table), bucketed, tuple(table.columns))
 
-    def __init__(self, metastore: Metastore, database: str, table: str, agent: str) -> None:
-        self.txn = TableWrite.open(metastore, database, table, agent_info=agent)  # whole table: dynamic partitions
-        self.table = self.txn.table
-        self.txn_id, self.write_id = self.txn.txn_id, self.txn.write_id
 
-    def task(self, statement_id: int, final: str, *, bucketed: bool = False) -> _FileTask:
-        row_type = arrow_struct(self.table.columns)
-        return _FileTask(self.table.location, tuple(c.name for c in self.table.columns), row_type,
-                         tuple(k.name for k in self.table.partition_keys), self.write_id, statement_id,
-                         self.txn.staging_name(final), compression_of(self.table), bucketed, tuple(self.table.columns))
+def _run(write: TableWrite, frame: DataFrame, task: _FileTask, writer) -> list[tuple[str, str, int]]:
+    """Run the event-file tasks and stage what they wrote in `write` (which publishes it at commit)."""
+    rows = frame.mapInArrow(lambda batches: writer(task, batches), _RESULT).collect()
+    results = [(r["part"], r["staging"], r["rows"]) for r in rows]
+    staging_name = parse_write_staging_name(task.staging)
+    final = staging_name.final if staging_name is not None else task.staging  # written in place on object stores
+    fs = write.location().fs
+    for _, staging, _ in results:
+        write.staged(staging, fs.join(staging.rsplit("/", 1)[0], final))
+    return results
 
-    def run(self, frame: DataFrame, task: _FileTask, writer) -> list[tuple[str, str, int]]:
-        rows = frame.mapInArrow(lambda batches: writer(task, batches), _RESULT).collect()
-        results = [(r["part"], r["staging"], r["rows"]) for r in rows]
-        staging_name = parse_write_staging_name(task.staging)
-        final = staging_name.final if staging_name is not None else task.staging  # written in place on object stores
-        fs = self.txn.location().fs
-        for _, staging, _ in results:
-            self.txn.staged(staging, fs.join(staging.rsplit("/", 1)[0], final))
-        return results
 
-    def finish(self, operations: Mapping[str, Operation]) -> None:
-        """Record the partitions written, publish the staged directories, commit."""
-        for part, operation in operations.items():
-            self.txn.record(part or None, operation)
-        self.txn.commit()
+def _record(write: TableWrite, operations: Mapping[str, Operation]) -> None:
+    """Record the partitions written (TXN_COMPONENTS) before the commit publishes them."""
+    for part, operation in operations.items():
+        write.record(part or None, operation)
 
-    def abort(self) -> None:
-        self.txn.abort()
+
+def _rows(results: list[tuple[str, str, int]]) -> int:
+    return sum(count for _, _, count in results)
+
+
+def _summary(write: TableWrite, inserted: int, deleted: int, partitions: Iterable[str]) -> WriteSummary:
+    return WriteSummary(write.txn_id, write.write_id, inserted, deleted, tuple(sorted(set(partitions))))
 
 
 def _with_bucket(frame: DataFrame, table: TableInfo) -> DataFrame:
@@ -300,7 +300,7 @@ def _prepare_rows(frame: DataFrame, table: TableInfo, partition: Mapping[str, ob
     return frame.select(*selected)
 
 
-def _insert_frame(write: _Write, frame: DataFrame, statement_id: int) -> list[tuple[str, str, int]]:
+def _insert_frame(write: TableWrite, frame: DataFrame, statement_id: int) -> list[tuple[str, str, int]]:
     table = write.table
     final = delta_dir_name(write.write_id, write.write_id, statement_id=statement_id)
     if table.num_buckets > 0:
@@ -309,27 +309,22 @@ def _insert_frame(write: _Write, frame: DataFrame, statement_id: int) -> list[tu
         # into one task, writing every bucket on one core)
         slots = frame.sparkSession.sparkContext.defaultParallelism
         frame = _with_bucket(frame, table).repartition(slots, *([F.col(k) for k in keys] + [F.col(BUCKET)]))
-        return write.run(frame, write.task(statement_id, final, bucketed=True), _write_inserts)
+        return _run(write, frame, _file_task(write, statement_id, final, bucketed=True), _write_inserts)
     if frame.rdd.getNumPartitions() > _MAX_WRITERS:
         frame = frame.coalesce(_MAX_WRITERS)  # writer ids are 12 bits in BucketCodec V1
-    return write.run(frame, write.task(statement_id, final), _write_inserts)
+    return _run(write, frame, _file_task(write, statement_id, final), _write_inserts)
 
 
 def insert(metastore: Metastore, database: str, table: str, frame: DataFrame, *,
            partition: Mapping[str, object] | None = None) -> WriteSummary:
     """Append the DataFrame's rows (columns matched by name; partition values from `partition` or from columns)."""
-    write = _Write(metastore, database, table, "spark insert")
-    try:
+    with AcidTable.load(metastore, database, table).new_write(agent_info="spark insert") as write:
         results = _insert_frame(write, _prepare_rows(frame, write.table, partition), 0)
-        write.finish({part: Operation.INSERT for part, _, _ in results})
-    except BaseException:
-        write.abort()
-        raise
-    return WriteSummary(write.txn_id, write.write_id, sum(r[2] for r in results), 0,
-                        tuple(sorted({p for p, _, _ in results})))
+        _record(write, {part: Operation.INSERT for part, _, _ in results})
+    return _summary(write, _rows(results), 0, (p for p, _, _ in results))
 
 
-def _delete_frame(write: _Write, matched: DataFrame, statement_id: int) -> list[tuple[str, str, int]]:
+def _delete_frame(write: TableWrite, matched: DataFrame, statement_id: int) -> list[tuple[str, str, int]]:
     """Delete events for the `row__id`s of `matched` (a snapshot DataFrame with row__id and partition columns)."""
     keys = tuple(k.name for k in write.table.partition_keys)
     ids = matched.select(*[F.col(k).cast("string").alias(k) for k in keys], F.col("row__id.writeid").alias(OWID),
@@ -346,25 +341,20 @@ def _delete_frame(write: _Write, matched: DataFrame, statement_id: int) -> list[
     ids = ids.mapInArrow(add_part_and_bucket, schema).repartition(F.col(PART), F.col(BUCKET)) \
         .sortWithinPartitions(PART, BUCKET, OWID, BPROP, ROWID)
     final = delta_dir_name(write.write_id, write.write_id, statement_id=statement_id, delete=True)
-    return write.run(ids, write.task(statement_id, final), _write_deletes)
+    return _run(write, ids, _file_task(write, statement_id, final), _write_deletes)
 
 
 def delete(spark, metastore: Metastore, database: str, table: str, condition: str) -> WriteSummary:
     """DELETE FROM table WHERE condition (a Spark SQL boolean expression over the table's columns)."""
     from spark_jobs.read import read_table
 
-    write = _Write(metastore, database, table, "spark delete")
-    try:
+    with AcidTable.load(metastore, database, table).new_write(agent_info="spark delete") as write:
         snapshot = read_table(spark, metastore, database, table, include_row_id=True, txn_id=write.txn_id,
                               partition_predicate=condition_predicate(condition, qualifiers=(write.table.name,))) \
             .alias(write.table.name)  # the condition may qualify columns with the table's name
         results = _delete_frame(write, snapshot.filter(F.expr(condition)), 0)
-        write.finish({part: Operation.DELETE for part, _, _ in results})
-    except BaseException:
-        write.abort()
-        raise
-    return WriteSummary(write.txn_id, write.write_id, 0, sum(r[2] for r in results),
-                        tuple(sorted({p for p, _, _ in results})))
+        _record(write, {part: Operation.DELETE for part, _, _ in results})
+    return _summary(write, 0, _rows(results), (p for p, _, _ in results))
 
 
 def update(spark, metastore: Metastore, database: str, table: str, condition: str,
@@ -372,8 +362,7 @@ def update(spark, metastore: Metastore, database: str, table: str, condition: st
     """UPDATE table SET column = expression, ... WHERE condition, as Hive's split-update (delete + insert, one statement)."""
     from spark_jobs.read import read_table
 
-    write = _Write(metastore, database, table, "spark update")
-    try:
+    with AcidTable.load(metastore, database, table).new_write(agent_info="spark update") as write:
         info = write.table
         keys = [k.name for k in info.partition_keys]
         forbidden = set(assignments) & (set(keys) | set(info.bucket_columns))
@@ -392,12 +381,8 @@ def update(spark, metastore: Metastore, database: str, table: str, condition: st
                                     else F.col(c.name) for c in info.columns], *[F.col(k) for k in keys])
         inserted = _insert_frame(write, _prepare_rows(new_rows, info, None), 0)
         matched.unpersist()
-        write.finish({part: Operation.UPDATE for part, _, _ in deleted + inserted})
-    except BaseException:
-        write.abort()
-        raise
-    return WriteSummary(write.txn_id, write.write_id, sum(r[2] for r in inserted), sum(r[2] for r in deleted),
-                        tuple(sorted({p for p, _, _ in deleted + inserted})))
+        _record(write, {part: Operation.UPDATE for part, _, _ in deleted + inserted})
+    return _summary(write, _rows(inserted), _rows(deleted), (p for p, _, _ in deleted + inserted))
 
 
 def merge(spark, metastore: Metastore, database: str, table: str, source: DataFrame, on: str, *,
@@ -413,8 +398,7 @@ def merge(spark, metastore: Metastore, database: str, table: str, source: DataFr
 
     if not (matched_update or matched_delete or not_matched_insert):
         raise AcidError("merge needs at least one WHEN clause")
-    write = _Write(metastore, database, table, "spark merge")
-    try:
+    with AcidTable.load(metastore, database, table).new_write(agent_info="spark merge") as write:
         info = write.table
         keys = [k.name for k in info.partition_keys]
         if matched_update and set(matched_update) & (set(keys) | set(info.bucket_columns)):
@@ -477,8 +461,5 @@ def merge(spark, metastore: Metastore, database: str, table: str, source: DataFr
                 inserted += count
                 operations[part] = strongest(operations.get(part), Operation.INSERT)
         joined.unpersist()
-        write.finish(operations)
-    except BaseException:
-        write.abort()
-        raise
-    return WriteSummary(write.txn_id, write.write_id, inserted, deleted, tuple(sorted(operations)))
+        _record(write, operations)
+    return _summary(write, inserted, deleted, operations)

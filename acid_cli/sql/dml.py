@@ -9,7 +9,7 @@ import re
 from acid_cli.hiveql import ast
 from acid_cli.sql.session import Session
 from acid_core.errors import InvalidRowError, MetastoreError
-from acid_core.table_write import TableWrite
+from acid_core.table import AcidTable
 from acid_core.types import INTEGER_KINDS, TEXT_KINDS, parse_type
 from acid_core.values import RowChecker
 
@@ -116,7 +116,7 @@ def insert_values(session: Session, statement: ast.InsertValues) -> None:
     checker = RowChecker(table.columns)
     rows = [checker.normalise(row, index) for index, row in enumerate(rows)]  # all checked before any transaction
     ordered_spec = {k.name: spec[k.name] for k in table.partition_keys}
-    with TableWrite.open(metastore, database, name, partition=partition, agent_info="acid sql INSERT") as write:
+    with AcidTable(metastore, table).new_write(agent_info="acid sql INSERT", partition=partition) as write:
         write.insert(rows, partition=ordered_spec or None)
     txn_id, write_id = write.txn_id, write.write_id
     where = f" partition {partition}" if partition else ""

@@ -2,8 +2,8 @@
 
 claim (initiated -> working) -> open the compactor transaction -> shared_read lock -> ValidCompactorWriteIdList
 (high watermark = lowest open write id - 1) -> directory state -> refuse if not enough to compact -> bucket tasks
-write hidden result directories -> rename them to their `_v<txn>` names (on an object store the tasks write the
-`_v<txn>` names directly) -> ready for cleaning -> commit.
+write hidden result directories -> publish them under their `_v<txn>` names (`acid_core.publish`; on an object
+store the tasks write the `_v<txn>` names directly) -> ready for cleaning -> commit.
 The result is invisible to every reader until the commit (the `_v` suffix). A failure aborts the transaction, removes
 what was written and marks the entry failed; a killed attempt leaves only hidden or `_v<aborted>` directories, which
 the retry (or the cleaner) removes. Running a compaction that already finished changes nothing.
@@ -32,12 +32,13 @@ from acid_core.compaction.plan import (
 from acid_core.compaction.verify import verification_enabled, verify_output
 from acid_core.errors import AcidError, CompactionStateError, MetastoreUnavailableError, one_line_cause
 from acid_core.fs import FileSystem
-from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, ParsedDelta, parse_directory
+from acid_core.layout import ParsedDelta, parse_directory
 from acid_core.locations import data_location
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LOCK_TIMEOUT_MS, LockComponent, LockType
 from acid_core.metastore.txns import StagingRecord, TxnType, full_table_name
+from acid_core.publish import Publication
 from acid_core.state import DirectoryState, get_acid_state
 from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 
@@ -360,11 +361,10 @@ class CompactionWorker:
         verified = plan.verify
         if verified:
             verify_output(fs, plan, results)
-        for _, temp in plan.outputs:
-            fs.write_atomically(fs.join(location, temp, ACID_FORMAT_FILE), str(ORC_ACID_VERSION).encode())
-        for final, temp in plan.outputs:
-            if temp != final:  # built in place on an object store
-                fs.rename(fs.join(location, temp), fs.join(location, final))
+        publication = Publication(fs)  # a failure from here on: `_fail` removes this attempt's output by its names
+        for final, temp in plan.outputs:  # temp is final where built in place (an object store)
+            publication.stage(fs.join(location, temp), fs.join(location, final))
+        publication.publish()
         store.compactions.mark_compacted(info.id)
         store.txns.commit(txn_id)
         inserts, deletes = sum(r.inserts for r in results), sum(r.deletes for r in results)

@@ -20,8 +20,6 @@ from acid_core.errors import UsageError
 from acid_core.fs import FileSystem
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.metastore.txns import Operation
-from acid_core.writer import EmbeddedWriter
 
 
 def decisions_by_table(decisions) -> dict:
@@ -119,7 +117,7 @@ def test_a_due_major_of_one_oversized_bucket_becomes_a_rebalance(ms):
 def test_no_rebalance_when_turned_off_or_bucketed(ms, params, bucketed):
     info = ms.catalog.create_table("default", "t", COLUMNS, bucket_columns=["id"] if bucketed else (),
                                    num_buckets=1 if bucketed else None, params={"transactional": "true", **params})
-    table = Table(ms, info, EmbeddedWriter(info.location, columns=info.columns, bucket_count=1 if bucketed else None))
+    table = Table(ms, info)
     table.write(2000)
     table.compact_major()
     table.write(2000)
@@ -365,14 +363,12 @@ def test_a_partition_compacted_and_cleaned_since_the_cycles_snapshot_is_looked_a
     table = make_table(ms, "t")
     for _ in range(3):
         table.write(1)
-    late = ms.txns.open_txn()
-    write_id = ms.txns.allocate_write_ids([late], "default", "t")[late]
-    ms.txns.add_components(late, "default", "t", [None], Operation.INSERT)
-    table.writer.insert([(99, "late")], write_id=write_id)
+    late = table.open_write()
+    late.insert([(99, "late")])
     [candidate] = find_candidates(ms, last_checked_ms=None)
     reads = CycleReads(ms)
     assert reads.write_ids(table.info).high_watermark == 3  # the cycle's snapshot: write id 4 still open
-    ms.txns.commit(late)
+    late.commit()
     compaction_id = ms.compactions.enqueue("default", "t", None, MAJOR).compaction_id
     assert CompactionWorker(ms).run(compaction_id).result == "compacted"
     assert [result.outcome for result in clean(ms, log=lambda line: None)] == ["cleaned"]

@@ -163,12 +163,12 @@ def test_a_write_conflict_at_commit_removes_what_the_loser_staged_and_published(
 # --- killed writes: housekeeping removes their staging --------------------------------------------------------------
 def _insert_then_die_before_publishing(url: str, warehouse: str) -> None:
     """Child process: an INSERT whose process is SIGKILLed once its files are staged, before they are renamed."""
-    from acid_core.writer import EmbeddedWriter
+    from acid_core.publish import Publication
 
     def die(*_args, **_kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
 
-    EmbeddedWriter._publish = die
+    Publication.publish = die
     store = Metastore(url, warehouse=warehouse, identity=Identity("tester", "testhost"))
     with TableWrite.open(store, "default", "p", partition="k=a", agent_info="doomed writer") as write:
         write.insert([(1, "x"), (2, "y")], partition={"k": "a"})

@@ -26,8 +26,7 @@ HOUSEKEEPING = {"worker_timeout_seconds": 1, "txn_timeout_seconds": 300, "lease_
 def _table(ms, name: str, days: list[str], *, params: dict | None = None, big: str | None = None) -> None:
     """`default.<name>` partitioned by ds; each day two one-row deltas, day `big` three deltas of 150,000 rows (its
     compaction takes a few seconds)."""
-    from acid_core.metastore.txns import Operation
-    from acid_core.writer import EmbeddedWriter
+    from acid_core.table import AcidTable
 
     info = ms.catalog.create_table("default", name, COLUMNS, params={"transactional": "true", **(params or {})},
                                    partition_keys=[("ds", "string")])
@@ -36,15 +35,9 @@ def _table(ms, name: str, days: list[str], *, params: dict | None = None, big: s
             for number in range(2):
                 insert(ms, name, day, [(number, day)])
             continue
-        part = ms.catalog.add_partition("default", name, {"ds": day}).name
         for chunk in range(3):
-            txn_id = ms.txns.open_txn()
-            write_id = ms.txns.allocate_write_ids([txn_id], "default", name)[txn_id]
-            ms.txns.add_components(txn_id, "default", name, [part], Operation.INSERT)
-            EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"]).insert(
-                [(chunk * 150_000 + i, f"row-{i:06d}") for i in range(150_000)], write_id=write_id,
-                partition={"ds": day})
-            ms.txns.commit(txn_id)
+            with AcidTable(ms, info).new_write(agent_info="test writer", partition={"ds": day}) as write:
+                write.insert([(chunk * 150_000 + i, f"row-{i:06d}") for i in range(150_000)], partition={"ds": day})
 
 
 def _rows(ms, name: str, day: str) -> list[tuple]:

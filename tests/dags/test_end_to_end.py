@@ -105,21 +105,16 @@ class Tables:
                                             partition_keys=[("ds", "string")] if partitioned else None)
 
     def insert(self, name: str, ds: str | None, count: int, *, abort: bool = False) -> None:
-        from acid_core.metastore.locks import LockComponent, LockType
-        from acid_core.metastore.txns import Operation
-        from acid_core.writer import EmbeddedWriter
+        from acid_core.table import AcidTable
 
-        ms, info = self.ms, self.ms.catalog.get_table("default", name)
         partition = {"ds": ds} if ds is not None else None
-        part_name = ms.catalog.add_partition("default", name, partition).name if ds is not None else None
-        txn_id = ms.txns.open_txn()
-        ms.locks.acquire([LockComponent("default", name, part_name, LockType.SHARED_WRITE)], txn_id=txn_id)
-        write_id = ms.txns.allocate_write_ids([txn_id], "default", name)[txn_id]
-        ms.txns.add_components(txn_id, "default", name, [part_name], Operation.INSERT)
         rows = [(self.random.randrange(2**31), f"{self.random.getrandbits(96):024x}") for _ in range(count)]
-        EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"] if ds is not None else []).insert(
-            rows, write_id=write_id, partition=partition)
-        (ms.txns.abort if abort else ms.txns.commit)(txn_id)
+        write = AcidTable.load(self.ms, "default", name).new_write(agent_info="test writer", partition=partition)
+        write.insert(rows, partition=partition)
+        if abort:  # as a killed writer's transaction is aborted: its delta stays for the cleaner
+            self.ms.txns.abort(write.txn_id)
+        else:
+            write.commit()
 
     def stream(self, name: str, ds: str, transactions: int, *, abort: bool = False) -> None:
         """`transactions` streaming transactions of one row each, one delta per transaction (batches of one)."""

@@ -106,20 +106,13 @@ def test_settings_refuses_hostile_values_before_a_run(acid_connection, make_ms, 
 # --- acid_compact ----------------------------------------------------------------------------------------------------
 def _partitioned_table(ms):
     """default.p partitioned by ds, with 3 committed deltas in ds=2026-01-01 and one in ds=2026-01-02."""
-    from acid_core.metastore.txns import Operation
-    from acid_core.writer import EmbeddedWriter
+    from acid_core.table import AcidTable
 
     info = ms.catalog.create_table("default", "p", COLUMNS, partition_keys=[("ds", "string")],
                                    params={"transactional": "true"})
-    writer = EmbeddedWriter(info.location, columns=info.columns, partition_keys=["ds"])
     for ds, rows in (("2026-01-01", [(1, "a")]), ("2026-01-01", [(2, "b")]), ("2026-01-01", [(3, "c")]),
                      ("2026-01-02", [(4, "d")])):
-        partition = ms.catalog.add_partition("default", "p", {"ds": ds})
-        txn_id = ms.txns.open_txn()
-        write_id = ms.txns.allocate_write_ids([txn_id], "default", "p")[txn_id]
-        ms.txns.add_components(txn_id, "default", "p", [partition.name], Operation.INSERT)
-        writer.insert(rows, write_id=write_id, partition={"ds": ds})
-        ms.txns.commit(txn_id)
+        AcidTable(ms, info).append(rows, partition={"ds": ds})
     return info
 
 

@@ -68,8 +68,7 @@ def _sql(ms, text: str) -> list[dict]:
 
 def test_a_labelled_pools_compactions_run_in_its_own_dag_and_airflow_pool(acid_connection, make_ms, dagbag,
                                                                          recording_spark_submit):
-    from acid_core.metastore.txns import Operation
-    from acid_core.writer import EmbeddedWriter
+    from acid_core.table import AcidTable
 
     ms = make_ms()
     ms.catalog.create_database("etl_db")
@@ -83,13 +82,8 @@ def test_a_labelled_pools_compactions_run_in_its_own_dag_and_airflow_pool(acid_c
         if database == "default":
             insert(ms, name, None, [(1, "a")])
             insert(ms, name, None, [(2, "b")])
-    info = ms.catalog.get_table("etl_db", "by_database")
     for number in (1, 2):  # dag_support.insert writes to `default`: two deltas of etl_db.by_database here
-        txn_id = ms.txns.open_txn()
-        write_id = ms.txns.allocate_write_ids([txn_id], "etl_db", "by_database")[txn_id]
-        ms.txns.add_components(txn_id, "etl_db", "by_database", [None], Operation.INSERT)
-        EmbeddedWriter(info.location, columns=info.columns).insert([(number, "x")], write_id=write_id)
-        ms.txns.commit(txn_id)
+        AcidTable.load(ms, "etl_db.by_database").append([(number, "x")])
     _sql(ms, "ALTER TABLE by_request COMPACT 'major' POOL 'etl'")
 
     polled = dagbag.get_dag("acid_initiator").test(run_conf=INITIATOR)

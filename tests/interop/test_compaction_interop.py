@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid_core.bucketing import bucket_function
 from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.layout import parse_directory
@@ -30,7 +29,8 @@ from acid_core.metastore.compactions import CompactionType
 from acid_core.metastore.engine import Identity, ManualClock
 from acid_core.metastore.txns import Operation
 from acid_core.rowid import RowId, encode_bucket
-from acid_core.writer import EmbeddedWriter
+from acid_core.table import AcidTable
+from acid_core.table_write import TableWrite
 
 from .harness import HiveHarness, sort_rows
 
@@ -54,12 +54,10 @@ class Compacted:
 
 
 def _commit(store: Metastore, table: str, operation: Operation, write) -> None:
-    """One transaction: open, allocate the write id, record the component, write, commit."""
-    txn_id = store.txns.open_txn()
-    write_id = store.txns.allocate_write_ids([txn_id], "default", table)[txn_id]
-    store.txns.add_components(txn_id, "default", table, [None], operation)
-    write(write_id)
-    store.txns.commit(txn_id)
+    """One committed write transaction (`AcidTable.new_write`) recording `operation`, filled by `write(txn)`."""
+    with AcidTable.load(store, "default", table).new_write(agent_info="interop writer") as txn:
+        txn.record(None, operation)
+        write(txn)
 
 
 def _rows(store: Metastore, table: str) -> list[dict]:
@@ -105,41 +103,38 @@ def _compact(store: Metastore, root: Path, key: str, table: str, kind: Compactio
 
 
 def major_of_a_bucketed_table(store: Metastore, root: Path) -> Compacted:
-    info = store.catalog.create_table("default", "bucketed", COLUMNS, bucket_columns=["id"], num_buckets=2,
+    store.catalog.create_table("default", "bucketed", COLUMNS, bucket_columns=["id"], num_buckets=2,
                                       params={"transactional": "true"})
-    writer = EmbeddedWriter(info.location, columns=info.columns, bucket_count=2,
-                            bucket_function=bucket_function(info.columns, ["id"], 2))
     _commit(store, "bucketed", Operation.INSERT,
-            lambda w: writer.insert([(i, f"r{i}") for i in range(1, 13)], write_id=w))
+            lambda w: w.insert([(i, f"r{i}") for i in range(1, 13)]))
     doomed = _row_ids(store, "bucketed", [1, 2, 3, 4])
     assert len({row_id.bucket_property for row_id in doomed}) == 2, "deletes should reach both buckets"
-    _commit(store, "bucketed", Operation.DELETE, lambda w: writer.delete(doomed[:3], write_id=w))
+    _commit(store, "bucketed", Operation.DELETE, lambda w: w.delete(doomed[:3]))
     updated = _row_ids(store, "bucketed", [5])
-    _commit(store, "bucketed", Operation.UPDATE, lambda w: writer.update(updated, [(5, "five")], write_id=w))
+    _commit(store, "bucketed", Operation.UPDATE, lambda w: w.update(updated, [(5, "five")]))
 
-    def two_statements(write_id: int) -> None:
-        writer.insert([(20, "s0"), (21, "s0")], write_id=write_id, statement_id=0)
-        writer.insert([(22, "s1")], write_id=write_id, statement_id=1)
-        writer.delete(doomed[3:], write_id=write_id, statement_id=2)
+    def two_statements(write: TableWrite) -> None:
+        write.insert([(20, "s0"), (21, "s0")], statement_id=0)
+        write.insert([(22, "s1")], statement_id=1)
+        write.delete(doomed[3:], statement_id=2)
 
     _commit(store, "bucketed", Operation.DELETE, two_statements)
     return _compact(store, root, "major-bucketed", "bucketed", CompactionType.MAJOR)
 
 
 def minor_of_an_unbucketed_table_with_two_writers(store: Metastore, root: Path) -> Compacted:
-    info = store.catalog.create_table("default", "two_writers", COLUMNS, params={"transactional": "true"})
-    writer = EmbeddedWriter(info.location, columns=info.columns)
+    store.catalog.create_table("default", "two_writers", COLUMNS, params={"transactional": "true"})
 
-    def two_writers(write_id: int) -> None:
-        writer.insert([(1, "a"), (2, "b"), (3, "c")], write_id=write_id, writer_id=0)
-        writer.insert([(4, "d"), (5, "e"), (6, None)], write_id=write_id, writer_id=1)
+    def two_writers(write: TableWrite) -> None:
+        write.insert([(1, "a"), (2, "b"), (3, "c")], writer_id=0)
+        write.insert([(4, "d"), (5, "e"), (6, None)], writer_id=1)
 
     _commit(store, "two_writers", Operation.INSERT, two_writers)
-    _commit(store, "two_writers", Operation.INSERT, lambda w: writer.insert([(7, "g"), (8, "h")], write_id=w))
+    _commit(store, "two_writers", Operation.INSERT, lambda w: w.insert([(7, "g"), (8, "h")]))
     doomed = _row_ids(store, "two_writers", [2, 5])
-    _commit(store, "two_writers", Operation.DELETE, lambda w: writer.delete(doomed, write_id=w))
+    _commit(store, "two_writers", Operation.DELETE, lambda w: w.delete(doomed))
     updated = _row_ids(store, "two_writers", [7])
-    _commit(store, "two_writers", Operation.UPDATE, lambda w: writer.update(updated, [(7, "seven")], write_id=w))
+    _commit(store, "two_writers", Operation.UPDATE, lambda w: w.update(updated, [(7, "seven")]))
     return _compact(store, root, "minor-two-writers", "two_writers", CompactionType.MINOR)
 
 
@@ -150,37 +145,33 @@ def major_of_original_files(store: Metastore, root: Path) -> Compacted:
         pa_orc.write_table(pa.table({"id": pa.array([r[0] for r in rows], pa.int32()),
                                      "name": pa.array([r[1] for r in rows], pa.string())}),
                            os.path.join(info.location, name))
-    writer = EmbeddedWriter(info.location, columns=info.columns)
-    _commit(store, "legacy", Operation.INSERT, lambda w: writer.insert([(10, "acid")], write_id=w))
+    _commit(store, "legacy", Operation.INSERT, lambda w: w.insert([(10, "acid")]))
     _commit(store, "legacy", Operation.DELETE,
-            lambda w: writer.delete([RowId(0, encode_bucket(0), 1), RowId(0, encode_bucket(1), 0)], write_id=w))
+            lambda w: w.delete([RowId(0, encode_bucket(0), 1), RowId(0, encode_bucket(1), 0)]))
     return _compact(store, root, "major-originals", "legacy", CompactionType.MAJOR)
 
 
 def rebalance_of_one_writers_bucket(store: Metastore, root: Path) -> Compacted:
     """Everything in bucket_00000 (one writer), with deletes and an update, rebalanced into 3 buckets."""
-    info = store.catalog.create_table("default", "one_writer", COLUMNS, params={"transactional": "true"})
-    writer = EmbeddedWriter(info.location, columns=info.columns)
+    store.catalog.create_table("default", "one_writer", COLUMNS, params={"transactional": "true"})
     _commit(store, "one_writer", Operation.INSERT,
-            lambda w: writer.insert([(i, f"r{i}") for i in range(1, 25)], write_id=w))
+            lambda w: w.insert([(i, f"r{i}") for i in range(1, 25)]))
     _commit(store, "one_writer", Operation.INSERT,
-            lambda w: writer.insert([(i, f"s{i}") for i in range(30, 40)], write_id=w))
+            lambda w: w.insert([(i, f"s{i}") for i in range(30, 40)]))
     doomed = _row_ids(store, "one_writer", [2, 3, 31])
-    _commit(store, "one_writer", Operation.DELETE, lambda w: writer.delete(doomed, write_id=w))
+    _commit(store, "one_writer", Operation.DELETE, lambda w: w.delete(doomed))
     updated = _row_ids(store, "one_writer", [7])
-    _commit(store, "one_writer", Operation.UPDATE, lambda w: writer.update(updated, [(7, "seven")], write_id=w))
+    _commit(store, "one_writer", Operation.UPDATE, lambda w: w.update(updated, [(7, "seven")]))
     return _compact(store, root, "rebalance-one-writer", "one_writer", CompactionType.REBALANCE, buckets=3)
 
 
 def split_major_of_one_writers_bucket(store: Metastore, root: Path) -> Compacted:
     """A major compaction whose one bucket is split into 4 key-range parts, concatenated stripe by stripe."""
-    info = store.catalog.create_table("default", "split", COLUMNS, params={"transactional": "true"})
-    writer = EmbeddedWriter(info.location, columns=info.columns)
-    _commit(store, "split", Operation.INSERT, lambda w: writer.insert([(i, f"r{i}") for i in range(400)], write_id=w))
-    _commit(store, "split", Operation.INSERT, lambda w: writer.insert([(i, f"s{i}") for i in range(400, 500)],
-                                                                       write_id=w))
+    store.catalog.create_table("default", "split", COLUMNS, params={"transactional": "true"})
+    _commit(store, "split", Operation.INSERT, lambda w: w.insert([(i, f"r{i}") for i in range(400)]))
+    _commit(store, "split", Operation.INSERT, lambda w: w.insert([(i, f"s{i}") for i in range(400, 500)]))
     doomed = _row_ids(store, "split", list(range(0, 500, 9)))
-    _commit(store, "split", Operation.DELETE, lambda w: writer.delete(doomed, write_id=w))
+    _commit(store, "split", Operation.DELETE, lambda w: w.delete(doomed))
     return _compact(store, root, "major-split", "split", CompactionType.MAJOR, runner=_SplitRunner(120))
 
 

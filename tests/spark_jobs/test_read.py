@@ -27,7 +27,6 @@ from pyspark.sql.types import (
     TimestampNTZType,
 )
 
-from acid_core.bucketing import bucket_function
 from acid_core.errors import MetastoreError, NotTransactionalError, PathOutsideTableError, SchemaMismatchError
 from acid_core.layout import ACID_FORMAT_FILE, base_dir_name, bucket_file_name
 from acid_core.merge import read_snapshot
@@ -35,7 +34,7 @@ from acid_core.metastore import Metastore
 from acid_core.orc_events import INSERT_OPERATION, EventFileWriter, parse_columns
 from acid_core.rowid import RowId, encode_bucket
 from acid_core.streaming import StreamingConnection
-from acid_core.writer import EmbeddedWriter
+from acid_core.table import AcidTable
 from spark_jobs.read import (
     _conform_array,
     hive_type_to_spark,
@@ -68,45 +67,38 @@ class Table:
         self.info = store.catalog.create_table("default", name, columns, partition_keys=partition_keys,
                                                bucket_columns=bucket_columns, num_buckets=num_buckets,
                                                params={"transactional": "true"})
-        info = self.info
-        place = (bucket_function(info.columns, info.bucket_columns, info.num_buckets, version=info.bucketing_version)
-                 if info.num_buckets > 0 else None)
-        self.writer = EmbeddedWriter(info.location, columns=info.columns,
-                                     partition_keys=[k.name for k in info.partition_keys],
-                                     bucket_count=info.num_buckets if info.num_buckets > 0 else None,
-                                     bucket_function=place, stripe_rows=stripe_rows)
+        self.stripe_rows = stripe_rows
 
     @contextmanager
     def transaction(self, outcome: str = "commit", partition=None):
-        """Yields the write id; then commits, aborts or (outcome "open") leaves the transaction open."""
-        txn_id = self.store.txns.open_txn()
-        write_id = self.store.txns.allocate_write_ids([txn_id], "default", self.info.name)[txn_id]
-        self.last_txn_id = txn_id
-        yield write_id
-        if partition:
-            self.store.catalog.add_partition("default", self.info.name, partition)
+        """Yields one write (`AcidTable.new_write`); then commits it, aborts it as a killed writer's transaction is
+        aborted (its files stay) or (outcome "open") leaves it open."""
+        write = AcidTable(self.store, self.info).new_write(agent_info="test writer", partition=partition,
+                                                           stripe_rows=self.stripe_rows)
+        self.last_txn_id = write.txn_id
+        yield write
         if outcome == "commit":
-            self.store.txns.commit(txn_id)
+            write.commit()
         elif outcome == "abort":
-            self.store.txns.abort(txn_id)
+            self.store.txns.abort(write.txn_id)
 
     def insert(self, rows, *, partition=None, outcome="commit", writer_id=0) -> int:
-        with self.transaction(outcome, partition) as write_id:
-            self.writer.insert(rows, write_id=write_id, partition=partition, writer_id=writer_id)
-        return write_id
+        with self.transaction(outcome, partition) as write:
+            write.insert(rows, partition=partition, writer_id=writer_id)
+        return write.write_id
 
     def delete(self, ids, *, partition=None, outcome="commit") -> int:
         row_ids = list(self.row_ids(ids, partition).values())
-        with self.transaction(outcome, partition) as write_id:
-            self.writer.delete(row_ids, write_id=write_id, partition=partition)
-        return write_id
+        with self.transaction(outcome, partition) as write:
+            write.delete(row_ids, partition=partition)
+        return write.write_id
 
     def update(self, new_rows, *, partition=None) -> int:
         by_id = self.row_ids([row[0] for row in new_rows], partition)
         row_ids = [by_id[row[0]] for row in new_rows]
-        with self.transaction("commit", partition) as write_id:
-            self.writer.update(row_ids, new_rows, write_id=write_id, partition=partition)
-        return write_id
+        with self.transaction("commit", partition) as write:
+            write.update(row_ids, new_rows, partition=partition)
+        return write.write_id
 
     def row_ids(self, ids, partition=None) -> dict[int, RowId]:
         """ROW__IDs of the rows with these ids that the current snapshot sees."""
@@ -267,8 +259,8 @@ def _write_hive_base(location: str, write_id: int, rows: list[tuple], *, stripe_
 
 def test_multi_stripe_hive_base_with_deltas(spark, store):
     table = Table(store, "compacted")
-    with table.transaction() as write_id:
-        _write_hive_base(table.info.location, write_id, [(i, f"base-{i}") for i in range(5000)], stripe_rows=1024)
+    with table.transaction() as write:  # files as Hive's writer leaves them
+        _write_hive_base(table.info.location, write.write_id, [(i, f"base-{i}") for i in range(5000)], stripe_rows=1024)
     table.insert([(i, "delta", 1.5) for i in range(5000, 5100)])
     table.delete(list(range(0, 5100, 11)))
     plan = plan_table_read(store, "default", "compacted")

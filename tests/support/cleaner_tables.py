@@ -11,8 +11,7 @@ from acid_core.compaction.worker import CompactionWorker
 from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.metastore.txns import Operation
-from acid_core.writer import EmbeddedWriter
+from acid_core.table import AcidTable
 
 COLUMNS = (("id", "int"), ("name", "string"))
 MAJOR = CompactionType.MAJOR
@@ -25,7 +24,6 @@ class Table:
         self.ms, self.name = ms, name
         params = {"transactional": "true", **(params or {})}
         self.info = ms.catalog.create_table("default", name, COLUMNS, params=params)
-        self.writer = EmbeddedWriter(self.info.location, columns=self.info.columns)
 
     @property
     def location(self) -> Path:
@@ -36,13 +34,14 @@ class Table:
         return f"default.{self.name}"
 
     def write(self, rows, *, abort: bool = False) -> int:
-        txns = self.ms.txns
-        txn_id = txns.open_txn()
-        write_id = txns.allocate_write_ids([txn_id], "default", self.name)[txn_id]
-        txns.add_components(txn_id, "default", self.name, [None], Operation.INSERT)
-        self.writer.insert(rows, write_id=write_id)
-        (txns.abort if abort else txns.commit)(txn_id)
-        return write_id
+        """One insert transaction, committed or aborted as a killed writer's is (its delta stays); its write id."""
+        write = AcidTable(self.ms, self.info).new_write(agent_info="test write")
+        write.insert(rows)
+        if abort:
+            self.ms.txns.abort(write.txn_id)
+        else:
+            write.commit()
+        return write.write_id
 
     def compact(self) -> int:
         compaction_id = self.ms.compactions.enqueue("default", self.name, None, MAJOR).compaction_id

@@ -22,10 +22,12 @@ from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.compactions import CompactionType
 from acid_core.metastore.txns import Operation
+from acid_core.orc_events import DEFAULT_STRIPE_ROWS
 from acid_core.rowid import RowId
 from acid_core.state import get_acid_state
+from acid_core.table import AcidTable
+from acid_core.table_write import TableWrite
 from acid_core.validity import ValidWriteIdList
-from acid_core.writer import EmbeddedWriter
 from support.model import Snapshot, TableModel, table_by_row_id
 
 MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR
@@ -48,8 +50,8 @@ class Table:
 
     ms: Metastore
     info: TableInfo
-    writer: EmbeddedWriter
     writers: int = 1
+    stripe_rows: int = DEFAULT_STRIPE_ROWS
     models: dict[str | None, TableModel] = field(default_factory=dict)
 
     @property
@@ -70,22 +72,23 @@ class Table:
 
     def bucket_of(self, row: tuple) -> int:
         if self.info.num_buckets > 0:
-            return self.writer.bucket_function(row) if self.info.num_buckets > 1 else 0
+            return bucket_function(self.info.columns, self.info.bucket_columns, self.info.num_buckets,
+                                   version=self.info.bucketing_version)(row) if self.info.num_buckets > 1 else 0
         return row[0] % self.writers
 
     @contextlib.contextmanager
     def transaction(self, partition: dict | None = None, *, operation: Operation = Operation.INSERT,
                     commit: bool = True, abort: bool = False) -> Iterator[Txn]:
-        """open_txn, allocate_write_ids, add_components; then commit (or abort, or leave open)."""
-        txns = self.ms.txns
-        txn_id = txns.open_txn()
-        write_id = txns.allocate_write_ids([txn_id], "default", self.info.name)[txn_id]
-        txns.add_components(txn_id, "default", self.info.name, [self.partition_name(partition)], operation)
-        yield Txn(self, partition, txn_id, write_id)
+        """One write (`AcidTable.new_write`) recording `operation`; then committed, or left open, or aborted as a
+        killed writer's transaction is (timed out: its files stay for the cleaner)."""
+        write = AcidTable(self.ms, self.info).new_write(agent_info="test write", partition=self.partition_name(partition),
+                                                        stripe_rows=self.stripe_rows)
+        write.record(self.partition_name(partition), operation)
+        yield Txn(self, partition, write)
         if abort:
-            txns.abort(txn_id)
+            self.ms.txns.abort(write.txn_id)
         elif commit:
-            txns.commit(txn_id)
+            write.commit()
 
     def row_ids(self, ids: Sequence[int], partition: dict | None = None) -> list[RowId]:
         """The ROW__IDs (in the model) of the rows whose `id` column is in `ids`, newest version of each."""
@@ -101,28 +104,34 @@ class Table:
 class Txn:
     table: Table
     partition: dict | None
-    txn_id: int
-    write_id: int
+    write: TableWrite
+
+    @property
+    def txn_id(self) -> int:
+        return self.write.txn_id
+
+    @property
+    def write_id(self) -> int:
+        return self.write.write_id
 
     def insert(self, rows: Sequence[tuple], *, statement: int = 0) -> None:
         table, rows = self.table, [tuple(r) for r in rows]
         for writer_id in range(table.writers):
             mine = [r for r in rows if table.bucket_of(r) == writer_id] if table.writers > 1 else rows
             if mine:
-                table.writer.insert(mine, write_id=self.write_id, statement_id=statement, partition=self.partition,
-                                    writer_id=writer_id)
+                self.write.insert(mine, statement_id=statement, partition=self.partition,
+                                  writer_id=writer_id if table.writers > 1 else 0)
         table.model(self.partition).insert(rows, write_id=self.write_id, statement=statement)
 
     def delete(self, ids: Sequence[int], *, statement: int = 0) -> None:
         row_ids = self.table.row_ids(ids, self.partition)
-        self.table.writer.delete(row_ids, write_id=self.write_id, statement_id=statement, partition=self.partition)
+        self.write.delete(row_ids, statement_id=statement, partition=self.partition)
         self.table.model(self.partition).delete([_key(r) for r in row_ids], write_id=self.write_id)
 
     def update(self, ids: Sequence[int], new_rows: Sequence[tuple], *, statement: int = 0) -> None:
         assert self.table.writers == 1, "updates here use writer 0 only"
         row_ids = self.table.row_ids(ids, self.partition)
-        self.table.writer.update(row_ids, list(new_rows), write_id=self.write_id, statement_id=statement,
-                                 partition=self.partition)
+        self.write.update(row_ids, list(new_rows), statement_id=statement, partition=self.partition)
         self.table.model(self.partition).update([_key(r) for r in row_ids], new_rows, write_id=self.write_id,
                                                 statement=statement)
 
@@ -137,12 +146,7 @@ def make_table(ms: Metastore, name: str, *, partitioned: bool = False, buckets: 
         "default", name, COLUMNS, partition_keys=[("p", "string")] if partitioned else (),
         bucket_columns=["id"] if buckets else (), num_buckets=buckets or None,
         params={"transactional": "true", **(params or {})})
-    place = (bucket_function(info.columns, info.bucket_columns, info.num_buckets, version=info.bucketing_version)
-             if buckets > 1 else None)
-    writer = EmbeddedWriter(info.location, columns=info.columns, partition_keys=[k.name for k in info.partition_keys],
-                            bucket_count=buckets or None, bucket_function=place,
-                            **({"stripe_rows": stripe_rows} if stripe_rows else {}))
-    return Table(ms, info, writer, writers)
+    return Table(ms, info, writers, stripe_rows or DEFAULT_STRIPE_ROWS)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from acid_core.compaction.worker import CompactionWorker
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.compactions import CompactionType
-from acid_core.metastore.txns import Operation
-from acid_core.writer import EmbeddedWriter
+from acid_core.table import AcidTable
+from acid_core.table_write import TableWrite
 
 MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR
 COLUMNS = (("id", "int"), ("name", "string"))
@@ -22,20 +22,25 @@ HOUR_MS = 3600 * 1000
 class Table:
     ms: Metastore
     info: TableInfo
-    writer: EmbeddedWriter
     next_id: int = 0
 
+    def open_write(self, partition: dict | None = None) -> TableWrite:
+        """One open write transaction on the table (or `partition`)."""
+        return AcidTable(self.ms, self.info).new_write(agent_info="test write",
+                                                       partition=self.info.partition_name(partition or {}))
+
     def write(self, count: int = 1, *, partition: dict | None = None, abort: bool = False) -> int:
-        """One transaction inserting `count` rows; returns its write id."""
-        txns, info = self.ms.txns, self.info
-        txn_id = txns.open_txn()
-        write_id = txns.allocate_write_ids([txn_id], info.database, info.name)[txn_id]
-        txns.add_components(txn_id, info.database, info.name, [info.partition_name(partition or {})], Operation.INSERT)
+        """One transaction inserting `count` rows, committed or aborted as a killed writer's is (its delta stays);
+        returns its write id."""
         rows = [(self.next_id + i, f"row {self.next_id + i} " + "x" * 40) for i in range(count)]
         self.next_id += count
-        self.writer.insert(rows, write_id=write_id, partition=partition)
-        (txns.abort if abort else txns.commit)(txn_id)
-        return write_id
+        write = self.open_write(partition)
+        write.insert(rows, partition=partition)
+        if abort:
+            self.ms.txns.abort(write.txn_id)
+        else:
+            write.commit()
+        return write.write_id
 
     def compact_major(self) -> None:
         """A base from the real worker (then the initiator sees a base and no current deltas).
@@ -51,5 +56,4 @@ def make_table(ms: Metastore, name: str, *, database: str = "default", partition
                params: dict | None = None) -> Table:
     info = ms.catalog.create_table(database, name, COLUMNS, partition_keys=[("p", "string")] if partitioned else (),
                                    params={"transactional": "true", **(params or {})})
-    return Table(ms, info, EmbeddedWriter(info.location, columns=info.columns,
-                                          partition_keys=[k.name for k in info.partition_keys]))
+    return Table(ms, info)
