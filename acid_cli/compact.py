@@ -3,8 +3,8 @@
 The queue entry decides, with the same core rules as the Airflow operator (`acid_core.compaction.attempt`), whether
 to start spark-submit at all and what the run did; the driver's own report only adds detail to the message. What
 spark-submit gets (job file, arguments, settings, the executors' code and Python, the driver's environment) is built
-by `acid_core.compaction.launch`, as for the Airflow task; here the executors' options come from `ACID_EXECUTOR_ENV`
-and its sibling variables (`acid_core.shipping`), and the master from `--master`, `ACID_SPARK_MASTER` or local[*].
+by `acid_deploy.launch`, as for the Airflow task; here the executors' options come from `ACID_EXECUTOR_ENV`
+and its sibling variables (`acid_deploy.shipping`), and the master from `--master`, `ACID_SPARK_MASTER` or local[*].
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from acid_core.errors import AcidError
 
 if TYPE_CHECKING:
     from acid_core.compaction.attempt import Verdict
-    from acid_core.compaction.launch import SparkSubmit
+    from acid_deploy.launch import SparkSubmit
 
 
 def run(compaction_id: int, *, metastore: str | None = None, master: str | None = None) -> int:
@@ -28,10 +28,10 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
 
     Spark's own output (warnings and errors of the driver, the job's lines) goes to stderr as spark-submit prints it.
     """
-    from acid_core.compaction import launch
     from acid_core.compaction.attempt import Result, after_run, before_run
     from acid_core.metastore import Metastore
-    from acid_core.shipping import options_from_env
+    from acid_deploy import launch
+    from acid_deploy.shipping import options_from_env
 
     store = Metastore(metastore, pool_size=1)
     try:
@@ -66,7 +66,7 @@ def spark_submit(submission: SparkSubmit) -> int:
         LaunchError: no spark-submit on the PATH it gets.
         OSError: spark-submit could not be started.
     """
-    from acid_core.compaction.launch import find_spark_submit
+    from acid_deploy.launch import find_spark_submit
 
     environment = submission.process_environment(os.environ)
     return subprocess.run(submission.command(find_spark_submit(environment)), env=environment, check=False,

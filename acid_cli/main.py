@@ -23,10 +23,10 @@ import pyarrow as pa
 
 from acid_cli.output import report_error, write_jsonl, write_table
 from acid_core.errors import AcidError, UsageError
-from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_batches
+from acid_core.format.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
 from acid_core.metastore.engine import redact
-from acid_core.state import get_acid_state
-from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
+from acid_core.read.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_batches
+from acid_core.read.state import get_acid_state
 
 
 def _parser() -> argparse.ArgumentParser:

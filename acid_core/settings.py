@@ -466,7 +466,7 @@ WAREHOUSE = Setting(
     "warehouse", "string", None, "Where new tables are made (none: ACID_HOME/warehouse)", PLATFORM,
     env_var="ACID_WAREHOUSE", main=True)
 
-# --- Spark jobs (read by acid_core.compaction.launch, acid_core.shipping and spark_jobs) ----------------------------
+# --- Spark jobs (read by acid_deploy.launch, acid_deploy.shipping and spark_jobs) ----------------------------
 SPARK_MASTER = Setting(
     "spark_master", "string", "local[*]", "The Spark master of `acid` and of jobs started outside Airflow "
     "(spark-submit's --master wins)", SPARK, env_var="ACID_SPARK_MASTER")

@@ -33,12 +33,12 @@ import time
 from collections.abc import Callable
 
 from acid_core.errors import AcidError
-from acid_core.locations import data_location
+from acid_core.format.rowid import RowId
 from acid_core.metastore import Metastore
-from acid_core.rowid import RowId
-from acid_core.streaming import StreamingConnection
-from acid_core.table import AcidTable
-from acid_core.table_write import TableWrite
+from acid_core.metastore.locations import data_location
+from acid_core.write.streaming import StreamingConnection
+from acid_core.write.table import AcidTable
+from acid_core.write.table_write import TableWrite
 
 DATABASE = "demo"
 COLUMNS = (("id", "bigint"), ("customer", "string"), ("amount", "double"))

@@ -37,8 +37,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from acid_core.compaction.codes import CompactionState
 from acid_core.errors import AcidError, UsageError, exit_status
+from acid_core.metastore.codes import CompactionState
 from acid_core.metastore.engine import redact
 from acid_platform.bootstrap import set_up
 from acid_platform.processes import (

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acid_core import settings as registry
-from acid_core.compaction.pools import POOLS_VARIABLE, PoolSetting, parse_pools
 from acid_core.errors import AcidError, UsageError
 from acid_core.metastore import default_url, default_warehouse
 from acid_core.metastore.engine import ENV_PASSWORD, ENV_URL, split_credentials, with_credentials
+from acid_core.metastore.pools import POOLS_VARIABLE, PoolSetting, parse_pools
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PORT = registry.API_PORT.default

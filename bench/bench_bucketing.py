@@ -1,6 +1,6 @@
 """Spark inserts into a bucketed table: the insert as it was before issue 25 (Hive's bucket hash row by row in Python,
 a shuffle that adaptive execution packs into as few tasks as 64 MiB allows, every 10,000-row Spark batch grouped and
-written as it came) vs today's (`acid_core.bucketing.bucket_numbers` on whole Arrow columns, a shuffle into as many
+written as it came) vs today's (`acid_core.format.bucketing.bucket_numbers` on whole Arrow columns, a shuffle into as many
 tasks as the application has slots, batches of 131,072 rows grouped at once), side by side in one run, and whether
 they write the same files.
 
@@ -33,7 +33,7 @@ def per_row_with_bucket(frame, table):
     import pyarrow as pa
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from acid_core.bucketing import bucket_function
+    from acid_core.format.bucketing import bucket_function
     from spark_jobs.write import BUCKET
 
     place = bucket_function(table.columns, table.bucket_columns, table.num_buckets, version=table.bucketing_version)
@@ -52,7 +52,7 @@ def before_insert_frame(write_, frame, statement_id: int):
     """`spark_jobs.write._insert_frame` of a bucketed table as it was before issue 25 (the baseline)."""
     from pyspark.sql import functions as F
 
-    from acid_core.layout import delta_dir_name
+    from acid_core.format.layout import delta_dir_name
     from spark_jobs import write
 
     table = write_.table

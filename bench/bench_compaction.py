@@ -40,10 +40,10 @@ from bench_snapshot_read import COLUMNS, build_table
 from pyspark.sql import functions as F
 
 from acid_core.compaction.worker import CompactionWorker, local_runner
-from acid_core.merge import read_snapshot
+from acid_core.format.orc_events import BUCKET, CURRENT_WRITE_ID, OPERATION, ORIGINAL_WRITE_ID, ROW, ROW_ID
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionType
-from acid_core.orc_events import BUCKET, CURRENT_WRITE_ID, OPERATION, ORIGINAL_WRITE_ID, ROW, ROW_ID
+from acid_core.metastore.codes import CompactionType
+from acid_core.read.merge import read_snapshot
 from spark_jobs.compact import SparkRunner
 from spark_jobs.read import read_table
 from spark_jobs.session import build_session

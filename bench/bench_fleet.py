@@ -91,7 +91,7 @@ def create_partitioned(ms, name: str, days: list[str]) -> list[str]:
 def commit_insert(ms, database: str, table: str, rows_by_partition: list[tuple[dict | None, list]]) -> None:
     """One committed insert transaction through the one write door (`TableWrite`: write id, staging record, lock,
     components, publish, commit), writing each (partition spec, rows) pair."""
-    from acid_core.table_write import TableWrite
+    from acid_core.write.table_write import TableWrite
 
     with TableWrite.open(ms, database, table, agent_info="bench_fleet") as write:
         for spec, rows in rows_by_partition:
@@ -235,7 +235,7 @@ def build_steady(ms, *, partitions: int, base_rows: int) -> list[tuple[str, str,
     per partition, then major compacted and cleaned in this process); returns (table, partition name, spec)."""
     from acid_core.compaction.cleaner import clean
     from acid_core.compaction.worker import CompactionWorker
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms.catalog.create_database(FLEET_DB, if_not_exists=True)
     found = []
@@ -285,7 +285,7 @@ class SteadyWriter:
 
 
 def current_deltas(ms, name: str, part: str) -> int:
-    from acid_core.state import get_acid_state
+    from acid_core.read.state import get_acid_state
 
     full = f"{FLEET_DB}.{name}"
     snapshot = ms.txns.snapshot([full])
@@ -295,7 +295,7 @@ def current_deltas(ms, name: str, part: str) -> int:
 
 
 def read_time(location: str, write_ids, txns) -> tuple[float, object]:
-    from acid_core.merge import read_snapshot
+    from acid_core.read.merge import read_snapshot
 
     started = time.perf_counter()
     table = read_snapshot(location, write_ids=write_ids, txns=txns)
@@ -306,8 +306,8 @@ def read_ratio(ms, scratch, name: str, part: str, sample: int) -> tuple[float, f
     """(reading the partition now, reading the same rows freshly compacted, its current deltas), seconds: each the
     best of READS reads, the two read in turn so both see the same load."""
     from acid_core.compaction.worker import CompactionWorker
-    from acid_core.metastore.compactions import CompactionType
-    from acid_core.state import get_acid_state
+    from acid_core.metastore.codes import CompactionType
+    from acid_core.read.state import get_acid_state
 
     full = f"{FLEET_DB}.{name}"
     snapshot = ms.txns.snapshot([full])

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import sqlalchemy as sa  # noqa: E402
 
 from acid_core.compaction.initiator import initiator_cycle, run_initiator  # noqa: E402
-from acid_core.housekeeping import housekeep  # noqa: E402
 from acid_core.metastore import Metastore  # noqa: E402
 from acid_core.metastore.engine import ManualClock  # noqa: E402
+from acid_core.operations.housekeeping import housekeep  # noqa: E402
 
 DAY_MS = 86_400_000
 _WAREHOUSE = [tempfile.gettempdir()]  # main() points it into its temporary directory

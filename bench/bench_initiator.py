@@ -41,11 +41,11 @@ from sqlalchemy.engine import Engine
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from acid_core.compaction.initiator import DELTA_NUM_THRESHOLD, run_initiator  # noqa: E402
-from acid_core.fs import FileSystem  # noqa: E402
 from acid_core.metastore import Metastore  # noqa: E402
 from acid_core.metastore.catalog import TableInfo  # noqa: E402
 from acid_core.metastore.txns import Operation  # noqa: E402
-from acid_core.writer import EmbeddedWriter  # noqa: E402
+from acid_core.storage.fs import FileSystem  # noqa: E402
+from acid_core.write.writer import EmbeddedWriter  # noqa: E402
 
 COLUMNS = (("id", "bigint"), ("payload", "string"))
 TABLE = "events"

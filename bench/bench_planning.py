@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from acid_core.fs import FileSystem
-from acid_core.layout import bucket_file_name, delta_dir_name
-from acid_core.state import acid_state, get_acid_state, list_partition
-from acid_core.validity import ValidWriteIdList
+from acid_core.format.layout import bucket_file_name, delta_dir_name
+from acid_core.format.validity import ValidWriteIdList
+from acid_core.read.state import acid_state, get_acid_state, list_partition
+from acid_core.storage.fs import FileSystem
 
 GOAL_SECONDS = 0.3  # at 20,000 deltas
 _COMPLETE = ".bench-complete"  # hidden (readers skip it): the directory holds every delta, reuse it

@@ -38,7 +38,7 @@ from support.s3_server import S3Server  # noqa: E402
 
 from acid_core.compaction.worker import CompactionWorker  # noqa: E402
 from acid_core.metastore import Metastore  # noqa: E402
-from acid_core.metastore.compactions import CompactionType  # noqa: E402
+from acid_core.metastore.codes import CompactionType  # noqa: E402
 from spark_jobs.compact import SparkRunner  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 

@@ -13,7 +13,7 @@ Printed, side by side, per layout:
   names pyspark; the driver JVM and driver Python are printed apart) that runs the major compaction of the whole
   bucket (one task; the default plan, which splits it over the idle slots, is printed too), of the Spark Python
   workers of a `spark_jobs.read.read_table` scan (count + sums, every column read), and of a process that streams
-  `acid_core.merge.read_batches` over the partition in row__id order (as `acid read` does) with the deletes
+  `acid_core.read.merge.read_batches` over the partition in row__id order (as `acid read` does) with the deletes
   streamed; each in a fresh process (a fresh Spark application on local[2]) per size, and the ratio largest /
   smallest of each                                                                  goal <= 1.3 (flat);
   also read_batches with its default of up to 10M delete events held in memory (held per stripe's key interval);
@@ -119,7 +119,7 @@ def child(kind: str, url: str, warehouse: str, table: str, scratch: str, repeats
     store = Metastore(url, warehouse=warehouse)
     if kind.startswith("batches"):
         from acid_cli.main import use_system_allocator
-        from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_batches
+        from acid_core.read.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_batches
 
         use_system_allocator()  # as `acid read` does
 
@@ -136,7 +136,7 @@ def child(kind: str, url: str, warehouse: str, table: str, scratch: str, repeats
     from pyspark.sql import functions as F
 
     from acid_core.compaction.worker import CompactionWorker
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
     from spark_jobs.compact import SparkRunner
     from spark_jobs.read import read_table
     from spark_jobs.session import build_session
@@ -162,7 +162,7 @@ def child(kind: str, url: str, warehouse: str, table: str, scratch: str, repeats
 
 def timings(spark, store: Metastore, worker, table: str, scratch: Path, repeats: int) -> dict:
     """Interleaved rounds (one warm-up, then `repeats`): major, plain rewrite, rebalance, each on a fresh copy."""
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     built = json.loads((scratch / "built.json").read_text())
     pristine = store.catalog.get_table("default", table).location
@@ -232,7 +232,7 @@ def run_child(kind: str, url: str, warehouse: str, table: str, scratch: Path, re
 # --- the run -----------------------------------------------------------------------------------------------------
 def write_plain_surviving(store: Metastore, table: str, path: Path) -> None:
     """The surviving rows as one plain ORC file, written a batch at a time (not timed)."""
-    from acid_core.merge import read_batches
+    from acid_core.read.merge import read_batches
 
     snapshot = store.txns.snapshot([f"default.{table}"])
     reader = read_batches(store.catalog.get_table("default", table).location,

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow.orc as pa_orc
 
-from acid_core.layout import ACID_FORMAT_FILE, base_dir_name, bucket_file_name
-from acid_core.merge import read_snapshot
-from acid_core.orc_events import INSERT_OPERATION, EventFileWriter, parse_columns
-from acid_core.rowid import RowId, encode_bucket
-from acid_core.writer import EmbeddedWriter
+from acid_core.format.layout import ACID_FORMAT_FILE, base_dir_name, bucket_file_name
+from acid_core.format.orc_events import INSERT_OPERATION, EventFileWriter, parse_columns
+from acid_core.format.rowid import RowId, encode_bucket
+from acid_core.read.merge import read_snapshot
+from acid_core.write.writer import EmbeddedWriter
 
 COLUMNS = parse_columns([("id", "bigint"), ("customer", "string"), ("amount", "double"), ("quantity", "int")])
 

@@ -1,7 +1,7 @@
 """acid_compact: queue a major, minor or rebalance compaction of one table or partition, and run it, on demand.
 
 No work at import time: the hook and the metastore are imported inside the tasks (at the top only the core's light
-`acid_core.compaction.codes`, for the compaction type words, and the settings registry).
+`acid_core.metastore.codes`, for the compaction type words, and the settings registry).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from acid_plugin.params import PARTITION, PARTITION_EXPECTED, POOL_NAME, number_
 from airflow.sdk import Param, dag, task
 
 from acid_core import settings
-from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
+from acid_core.metastore.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
 from acid_core.settings import Bounds
 
 NUMBERS = {"number_of_buckets": Bounds(1, MAX_REBALANCE_BUCKETS)}  # a request's, not a setting

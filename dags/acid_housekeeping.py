@@ -19,7 +19,7 @@ SETTINGS = settings.for_dag("acid_housekeeping")
 DOC_MD = """
 ### ACID housekeeping
 
-Runs `acid_core.housekeeping.housekeep` once against the metastore of the `acid_metastore` connection, like Hive's
+Runs `acid_core.operations.housekeeping.housekeep` once against the metastore of the `acid_metastore` connection, like Hive's
 AcidHouseKeeperService, AcidCompactionHouseKeeperService, AcidTxnCleanerService and the Initiator's
 revertTimedoutWorkers:
 
@@ -66,8 +66,8 @@ def acid_housekeeping():
         from acid_plugin.hooks import AcidMetastoreHook
         from acid_plugin.params import check_setting_params
 
-        from acid_core.housekeeping import housekeep
         from acid_core.metastore.compactions import HistoryRetention
+        from acid_core.operations.housekeeping import housekeep
 
         log = logging.getLogger("airflow.task")
         check_setting_params(params, SETTINGS)  # refused in words, never clamped
@@ -96,7 +96,7 @@ def acid_housekeeping():
         from acid_plugin.metrics import emit_gauges
         from acid_plugin.params import check_setting_params
 
-        from acid_core.metrics import collect, collect_deltas, delta_gauges, gauges, worst_partitions
+        from acid_core.operations.metrics import collect, collect_deltas, delta_gauges, gauges, worst_partitions
 
         log = logging.getLogger("airflow.task")
         check_setting_params(params, SETTINGS)
@@ -123,7 +123,7 @@ def acid_housekeeping():
         from acid_plugin.alerts import configured_rules, send_escalations
         from acid_plugin.hooks import AcidMetastoreHook
 
-        from acid_core.alerts import threshold_alerts
+        from acid_core.operations.alerts import threshold_alerts
 
         found = threshold_alerts(reading["gauges"], configured_rules(), about=reading["about"])
         sent = send_escalations(context, found, conn_id=AcidMetastoreHook().acid_metastore_conn_id)
@@ -139,7 +139,7 @@ def acid_housekeeping():
         from acid_plugin.hooks import AcidMetastoreHook
         from airflow.sdk import Variable
 
-        from acid_core.alerts import working_too_long
+        from acid_core.operations.alerts import working_too_long
 
         hook = AcidMetastoreHook()
         with hook.metastore() as metastore:

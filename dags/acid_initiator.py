@@ -121,7 +121,7 @@ def acid_initiator():
         if not dry_run:
             from acid_plugin.metrics import emit_gauges
 
-            from acid_core.metrics import initiator_gauges
+            from acid_core.operations.metrics import initiator_gauges
 
             emit_gauges(initiator_gauges(cycle.decisions))
         if not cycle.complete:

@@ -356,7 +356,7 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--max-compactions", type=int, default=1000)
     batch.add_argument("--max-seconds", type=float, default=600.0)
     batch.add_argument("--job-conf", default="{}", help="this application's compaction settings (JSON, "
-                       "acid_core.compaction.job_conf): an entry whose settings differ is left to another application")
+                       "acid_deploy.job_conf): an entry whose settings differ is left to another application")
     batch.add_argument("--launcher-conf", default="{}", help="the launcher's own settings (JSON) those were made with")
     return parser
 
@@ -457,9 +457,9 @@ def _run_batch(args, metastore: Metastore, runner: SparkRunner, reporter: Progre
 
 def same_settings(metastore: Metastore, job_conf: dict, launcher_conf: dict):
     """`BatchWorker.accepts` for an application started with compaction settings `job_conf`: an entry whose own
-    settings (its request's, table's and database's `compactor.spark.*`, acid_core.compaction.job_conf) differ, or
+    settings (its request's, table's and database's `compactor.spark.*`, acid_deploy.job_conf) differ, or
     cannot be used, is left to another application."""
-    from acid_core.compaction.job_conf import compaction_spark_conf
+    from acid_deploy.job_conf import compaction_spark_conf
 
     def accepts(entry) -> str | None:
         try:

@@ -1,4 +1,4 @@
-"""Spark SQL conditions read as partition predicates (`acid_core.pruning`), with sqlglot's Spark dialect.
+"""Spark SQL conditions read as partition predicates (`acid_core.read.pruning`), with sqlglot's Spark dialect.
 
 `condition_predicate` reads a condition's text (the WHERE of an UPDATE or DELETE, the ON of a MERGE) and
 `expression_predicate` a sqlglot expression (the WHERE of a query block, for `acid sql`). They read only what they
@@ -23,7 +23,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from acid_core.errors import UsageError
-from acid_core.pruning import Comparison, Literal, Predicate, all_of, any_of
+from acid_core.read.pruning import Comparison, Literal, Predicate, all_of, any_of
 
 DIALECT = "spark"
 _OPERATORS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}

@@ -36,16 +36,16 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from acid_core.errors import AcidError, MetastoreError, SchemaMismatchError
-from acid_core.fs import FileSystem, concurrently
-from acid_core.layout import DEFAULT_PARTITION_NAME
-from acid_core.locations import DataLocation, data_location
-from acid_core.merge import PartitionReader
+from acid_core.format.layout import DEFAULT_PARTITION_NAME
+from acid_core.format.validity import ValidWriteIdList
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.leases import Lease
+from acid_core.metastore.locations import DataLocation, data_location
 from acid_core.metastore.txns import Snapshot, full_table_name
-from acid_core.pruning import PartitionPruner, Predicate
-from acid_core.read_plan import (
+from acid_core.read.merge import PartitionReader
+from acid_core.read.pruning import PartitionPruner, Predicate
+from acid_core.read.read_plan import (
     DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY,
     Footer,
     InsertSource,
@@ -58,8 +58,8 @@ from acid_core.read_plan import (
     source_bucket,
     uses_sort_merge,
 )
-from acid_core.state import get_acid_state
-from acid_core.validity import ValidWriteIdList
+from acid_core.read.state import get_acid_state
+from acid_core.storage.fs import FileSystem, concurrently
 from spark_jobs.types import spark_schema, to_spark
 
 DEFAULT_LEASE_HEARTBEAT_S = 30.0
@@ -119,7 +119,7 @@ def _spec_text(value: object) -> str:
 def _selected_partitions(metastore: Metastore, table: TableInfo, partition: Mapping[str, object] | None,
                          predicate: Predicate | None = None) -> list[tuple[str | None, dict[str, str]]]:
     """(partition name, spec) of every partition the read covers: those of the catalog matching the partial spec
-    `partition` and that `predicate` may hold in (`acid_core.pruning`). An unpartitioned table is one partition
+    `partition` and that `predicate` may hold in (`acid_core.read.pruning`). An unpartitioned table is one partition
     named None. Nothing is listed here: only the catalog is read."""
     if not table.partition_keys:
         if partition:
@@ -288,7 +288,7 @@ def read_table(spark: SparkSession, metastore: Metastore, database: str, table: 
     Args:
         partition: a partition spec (`{"day": "2024-01-01"}`); a subset of the keys selects every matching partition,
             a spec no partition matches reads nothing. None reads every partition in the catalog.
-        partition_predicate: what the caller's condition says of the rows it wants (`acid_core.pruning`, e.g. from
+        partition_predicate: what the caller's condition says of the rows it wants (`acid_core.read.pruning`, e.g. from
             `spark_jobs.pruning.condition_predicate`): partitions where it cannot hold are neither listed nor read.
             The DataFrame still holds every row of the partitions read: the caller applies its condition.
         include_row_id: add Hive's `row__id` struct first.

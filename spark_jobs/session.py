@@ -4,7 +4,7 @@ Defaults: no web UI, shuffle tasks sized by their data (adaptive execution), Arr
 Python workers' memory capped (2g), a UTC session time zone and WARN logging. The master is the argument, else
 `ACID_SPARK_MASTER`, else `local[*]`. With a local master the executors run this interpreter (`sys.executable` unless
 PYSPARK_PYTHON names another) with this repository on their PYTHONPATH. With a cluster master (Spark standalone,
-YARN, Kubernetes) the driver is this process and the executors get what they need from `acid_core.shipping`, as
+YARN, Kubernetes) the driver is this process and the executors get what they need from `acid_deploy.shipping`, as
 `ACID_EXECUTOR_ENV` and its sibling variables choose: by default the code of `acid_core` and `spark_jobs` as a zip
 and a packed Python environment (built once, cached), so their nodes need nothing but Spark and a plain Python of
 this version; or a prebuilt archive, a Python installed on the nodes, a Kubernetes image. Under spark-submit
@@ -22,10 +22,10 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
-from acid_core.compaction.job_conf import DEFAULT_PYSPARK_MEMORY, local_driver_environment
 from acid_core.errors import AcidError
 from acid_core.metastore.properties import PYSPARK_MEMORY_CONF
-from acid_core.shipping import combine_conf, executor_conf, is_local_master, options_from_env
+from acid_deploy.job_conf import DEFAULT_PYSPARK_MEMORY, local_driver_environment
+from acid_deploy.shipping import combine_conf, executor_conf, is_local_master, options_from_env
 
 MASTER_ENV = "ACID_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
@@ -89,7 +89,7 @@ def session_conf(master: str, conf: Mapping[str, object] | None = None, *,
                  shipped: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every setting `build_session` applies: the defaults, then (local masters only) this repository on the Python
     workers' PYTHONPATH, then `conf`, which wins (e.g. `{"spark.ui.enabled": "true"}` to get the UI back), then
-    `shipped` (`acid_core.shipping.executor_conf` of a cluster master: code zip and archives joined to any in `conf`,
+    `shipped` (`acid_deploy.shipping.executor_conf` of a cluster master: code zip and archives joined to any in `conf`,
     the executors' Python)."""
     settings = dict(DEFAULT_CONF)
     if is_local_master(master):  # Spark adds its own entries and the driver's $PYTHONPATH to this

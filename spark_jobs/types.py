@@ -1,6 +1,6 @@
 """Hive column types as Spark types: the one mapping that Spark reads (`spark_jobs.read`) and writes use.
 
-Built on acid_core's type model (`acid_core.types.parse_type`). The choices, which are Spark's own for Hive tables:
+Built on acid_core's type model (`acid_core.format.types.parse_type`). The choices, which are Spark's own for Hive tables:
 - `timestamp` (Hive: a date-time without a time zone) is TimestampNTZType; Spark keeps microseconds, so reads cut
   sub-microsecond digits. `timestamp with local time zone` (an instant) is TimestampType.
 - `char(n)` and `varchar(n)` are StringType, as Spark reads Hive's char/varchar columns (CharType and VarcharType
@@ -34,9 +34,9 @@ from pyspark.sql.types import (
 )
 
 from acid_core.errors import SchemaMismatchError
-from acid_core.merge import ROW_ID_COLUMN
+from acid_core.format.types import TIMESTAMP_LOCAL_TZ, HiveType, parse_type
 from acid_core.metastore.catalog import TableInfo
-from acid_core.types import TIMESTAMP_LOCAL_TZ, HiveType, parse_type
+from acid_core.read.merge import ROW_ID_COLUMN
 
 _PRIMITIVES: dict[str, DataType] = {
     "tinyint": ByteType(), "smallint": ShortType(), "int": IntegerType(), "bigint": LongType(), "float": FloatType(),

@@ -1,11 +1,11 @@
 """Writing ACID tables from PySpark: insert, delete, update (split-update) and merge, each in one transaction.
 
-Every call is one `acid_core.table_write.TableWrite` on the driver (`AcidTable.new_write`: transaction, write id,
+Every call is one `acid_core.write.table_write.TableWrite` on the driver (`AcidTable.new_write`: transaction, write id,
 staging record, a shared_write lock on the table); Spark tasks only write event files (acid_core's columnar writer: Hive's event schema
 and user metadata) into its hidden staging directories (on object stores: straight into `delta_w_w_s` /
 `delete_delta_w_w_s`, hidden by the uncommitted write id); the driver records the partitions written
 (TXN_COMPONENTS: insert, update or delete, which drives first-committer-wins) and commits, which publishes the
-staging as `delta_w_w_s` / `delete_delta_w_w_s` (`acid_core.publish`). UPDATE, DELETE and MERGE read only the partitions their condition (the WHERE, or
+staging as `delta_w_w_s` / `delete_delta_w_w_s` (`acid_core.write.publish`). UPDATE, DELETE and MERGE read only the partitions their condition (the WHERE, or
 MERGE's ON) can hold in (`spark_jobs.pruning`). Any failure aborts the transaction and removes what was written:
 nothing visible is left; a killed driver's staging is removed by housekeeping. Unbucketed tables get one file per
 Spark task (`bucket_<task>`, the task being the writer id, as Hive's parallel writers); bucketed tables one file per
@@ -24,19 +24,19 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from acid_core.bucketing import bucket_function, bucket_numbers
 from acid_core.errors import AcidError
-from acid_core.fs import FileSystem, ensure_inside
-from acid_core.layout import bucket_file_name, delta_dir_name, parse_write_staging_name, partition_dir_name
+from acid_core.format.bucketing import bucket_function, bucket_numbers
+from acid_core.format.layout import bucket_file_name, delta_dir_name, parse_write_staging_name, partition_dir_name
+from acid_core.format.orc_columnar import EventStreamWriter, event_table, null_rows
+from acid_core.format.orc_events import DELETE_OPERATION, INSERT_OPERATION
+from acid_core.format.rowid import decode_bucket_ids, encode_bucket
+from acid_core.format.types import arrow_struct
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.txns import Operation
-from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows
-from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION
-from acid_core.rowid import decode_bucket_ids, encode_bucket
-from acid_core.table import AcidTable
-from acid_core.table_write import TableWrite, compression_of, strongest
-from acid_core.types import arrow_struct
+from acid_core.storage.fs import FileSystem, ensure_inside
+from acid_core.write.table import AcidTable
+from acid_core.write.table_write import TableWrite, compression_of, strongest
 from spark_jobs.pruning import condition_predicate
 from spark_jobs.types import spark_schema
 
@@ -263,7 +263,7 @@ def _summary(write: TableWrite, inserted: int, deleted: int, partitions: Iterabl
 
 def _with_bucket(frame: DataFrame, table: TableInfo) -> DataFrame:
     """Add Hive's bucket number of every row for a bucketed table, computed on whole Arrow batches
-    (`acid_core.bucketing.bucket_numbers`: the per-row function's results, vectorized)."""
+    (`acid_core.format.bucketing.bucket_numbers`: the per-row function's results, vectorized)."""
     columns, bucketed, count = table.columns, table.bucket_columns, table.num_buckets
     version = table.bucketing_version
     bucket_function(columns, bucketed, count, version=version)  # refused here, on the driver, with its message

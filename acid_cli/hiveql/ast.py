@@ -14,7 +14,7 @@ import decimal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from acid_core.pruning import Predicate
+from acid_core.read.pruning import Predicate
 
 
 def _source_text():

@@ -62,7 +62,7 @@ from acid_cli.hiveql.literals import check_row_sizes, parse_row
 from acid_cli.hiveql.spark_sql import SparkSyntaxError, parse_tree
 from acid_cli.hiveql.tokens import Token, TokenizeError, TokenKind, tokenize
 from acid_cli.hiveql.types import parse_column_list
-from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
+from acid_core.metastore.codes import MAX_REBALANCE_BUCKETS, REQUESTABLE_TYPES
 
 __all__ = ["EXCERPT_LENGTH", "RESERVED_WORDS", "HiveQLSyntaxError", "excerpt", "parse_script", "parse_statement"]
 

@@ -45,7 +45,7 @@ from acid_cli.hiveql.ast import (
     TableReference,
 )
 from acid_core.errors import UsageError
-from acid_core.pruning import Predicate
+from acid_core.read.pruning import Predicate
 from spark_jobs.pruning import expression_predicate, plain_strings
 
 DIALECT = "spark"

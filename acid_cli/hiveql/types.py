@@ -3,7 +3,7 @@
 `parse_type` reads `int`, `decimal(10,2)`, `varchar(20)`, `array<...>`, `map<...>`, `struct<...>`, `uniontype<...>`
 with Hive's limits (HiveDecimal, HiveVarchar, HiveChar); `parse_column_list` reads `(name type [COMMENT 'c'], ...)`.
 This is HiveQL's grammar over tokens, so that errors point at the statement; what it produces is the canonical type
-name of acid_core's type model (`acid_core.types`), whose limits and field-name quoting it shares.
+name of acid_core's type model (`acid_core.format.types`), whose limits and field-name quoting it shares.
 """
 
 from __future__ import annotations
@@ -11,8 +11,14 @@ from __future__ import annotations
 from acid_cli.hiveql.ast import Column
 from acid_cli.hiveql.cursor import TokenCursor
 from acid_cli.hiveql.tokens import Token, TokenKind
-from acid_core.types import DEFAULT_DECIMAL, MAX_CHAR_LENGTH, MAX_DECIMAL_PRECISION, MAX_VARCHAR_LENGTH, hive_field_name
-from acid_core.types import parse_type as parse_type_name
+from acid_core.format.types import (
+    DEFAULT_DECIMAL,
+    MAX_CHAR_LENGTH,
+    MAX_DECIMAL_PRECISION,
+    MAX_VARCHAR_LENGTH,
+    hive_field_name,
+)
+from acid_core.format.types import parse_type as parse_type_name
 
 SIMPLE_TYPES = {"TINYINT": "tinyint", "SMALLINT": "smallint", "INT": "int", "INTEGER": "int", "BIGINT": "bigint",
                 "FLOAT": "float", "REAL": "float", "DOUBLE": "double", "STRING": "string", "BOOLEAN": "boolean",

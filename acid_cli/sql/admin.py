@@ -7,9 +7,9 @@ import time
 from acid_cli.hiveql import ast
 from acid_cli.sql.results import result, shown
 from acid_cli.sql.session import Session
-from acid_core.compaction.codes import PENDING_STATES, CompactionState, CompactionType
 from acid_core.compaction.requests import check_request
 from acid_core.errors import MetastoreError, one_line
+from acid_core.metastore.codes import PENDING_STATES, CompactionState, CompactionType
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.locks import LOCK_ACQUIRED, LockType
 from acid_core.metastore.txns import TXN_OPEN

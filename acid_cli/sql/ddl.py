@@ -10,10 +10,10 @@ from acid_cli.hiveql import ast
 from acid_cli.sql.results import result
 from acid_cli.sql.session import Session
 from acid_core.errors import FileSystemError, MetastoreError
-from acid_core.fs import FileSystem, is_absolute_location
 from acid_core.metastore import properties as table_properties
 from acid_core.metastore.catalog import check_identifier
 from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.storage.fs import FileSystem, is_absolute_location
 
 
 def _qualified(location: str | None) -> str | None:

@@ -9,9 +9,9 @@ import re
 from acid_cli.hiveql import ast
 from acid_cli.sql.session import Session
 from acid_core.errors import InvalidRowError, MetastoreError
-from acid_core.table import AcidTable
-from acid_core.types import INTEGER_KINDS, TEXT_KINDS, parse_type
-from acid_core.values import RowChecker
+from acid_core.format.types import INTEGER_KINDS, TEXT_KINDS, parse_type
+from acid_core.format.values import RowChecker
+from acid_core.write.table import AcidTable
 
 
 def _fail(value, type_name: str, column: str) -> InvalidRowError:

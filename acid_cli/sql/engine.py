@@ -20,7 +20,7 @@ from acid_cli.hiveql.spark_sql import parse_engine_statement
 from acid_cli.sql.results import ResultSet, result
 from acid_core.errors import NoSuchTxnError, TxnStateError, UsageError
 from acid_core.metastore import Metastore
-from acid_core.pruning import Predicate, any_of
+from acid_core.read.pruning import Predicate, any_of
 
 
 class _Snapshot:

@@ -12,9 +12,9 @@ import enum
 import re
 from dataclasses import dataclass
 
-from acid_core.compaction.codes import CompactionState
 from acid_core.errors import CompactionStateError, one_line
 from acid_core.metastore import Metastore
+from acid_core.metastore.codes import CompactionState
 from acid_core.metastore.compactions import CompactionInfo
 
 

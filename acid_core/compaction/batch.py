@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from acid_core.compaction.attempt import Result
-from acid_core.compaction.codes import CompactionType
 from acid_core.compaction.worker import CompactionWorker, Runner
 from acid_core.errors import AcidError, CompactionStateError, UsageError, one_line_cause
 from acid_core.metastore import Metastore
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.compactions import CompactionInfo
 from acid_core.metastore.engine import outage_counts
 

@@ -14,10 +14,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from acid_core import settings
-from acid_core.compaction.codes import CompactionState
 from acid_core.errors import UsageError
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
+from acid_core.metastore.codes import CompactionState
 from acid_core.metastore.txns import TXN_ABORTED
 
 ABORTED_THRESHOLD = settings.ABORTED_THRESHOLD.default  # hive.compactor.abortedtxn.threshold

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from acid_core import settings
 from acid_core.errors import AcidError, CompactionStateError, NoSuchObjectError, PathOutsideTableError, UsageError
-from acid_core.fs import FileSystem, ensure_inside, is_absolute_location
-from acid_core.locations import data_location
+from acid_core.format.validity import LONG_MAX, ValidCleanerWriteIdList, ValidTxnList
 from acid_core.metastore import Metastore
 from acid_core.metastore.compactions import (
     CLEANER_MAX_ATTEMPTS,
@@ -26,9 +25,10 @@ from acid_core.metastore.compactions import (
     CompactionInfo,
     CompactionState,
 )
+from acid_core.metastore.locations import data_location
 from acid_core.metastore.txns import full_table_name
-from acid_core.state import DirectoryState, get_acid_state
-from acid_core.validity import LONG_MAX, ValidCleanerWriteIdList, ValidTxnList
+from acid_core.read.state import DirectoryState, get_acid_state
+from acid_core.storage.fs import FileSystem, ensure_inside, is_absolute_location
 
 NO_CLEANUP_MESSAGE = "Skipping cleanup: the table has 'no_cleanup'='true'"
 

@@ -22,16 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from acid_core.compaction.codes import CompactionType
 from acid_core.compaction.plan import BucketWork, CompactionPlan
 from acid_core.compaction.verify import FileChecker, FileFigures, RowIdCounter, Tally, file_figures
-from acid_core.delete_events import DeleteCursor, valid_write_id_mask, without_deleted
-from acid_core.fs import FileSystem
-from acid_core.layout import COMPACTION_PARTS_DIR, bucket_file_name, compaction_part_name
-from acid_core.merge import KEY_COLUMNS, SnapshotReader, conform_columns
-from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
-from acid_core.orc_concat import concatenate
-from acid_core.orc_events import (
+from acid_core.format.delete_events import DeleteCursor, valid_write_id_mask, without_deleted
+from acid_core.format.layout import COMPACTION_PARTS_DIR, bucket_file_name, compaction_part_name
+from acid_core.format.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
+from acid_core.format.orc_concat import concatenate
+from acid_core.format.orc_events import (
     ACID_VERSION,
     BATCH_ROWS,
     CURRENT_WRITE_ID,
@@ -44,10 +41,13 @@ from acid_core.orc_events import (
     AcidStats,
     EventFile,
 )
-from acid_core.read_plan import ReadPlan, source_lower_bound
-from acid_core.rowid import encode_bucket
-from acid_core.sorted_merge import merge_sorted
-from acid_core.types import arrow_struct
+from acid_core.format.rowid import encode_bucket
+from acid_core.format.types import arrow_struct
+from acid_core.metastore.codes import CompactionType
+from acid_core.read.merge import KEY_COLUMNS, SnapshotReader, conform_columns
+from acid_core.read.read_plan import ReadPlan, source_lower_bound
+from acid_core.read.sorted_merge import merge_sorted
+from acid_core.storage.fs import FileSystem
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,6 @@ from acid_core.compaction.candidates import (
     find_candidates,
     read_candidates,
 )
-from acid_core.compaction.codes import MAX_REBALANCE_BUCKETS
-from acid_core.compaction.pools import DEFAULT_POOL, pool_of
 from acid_core.errors import (
     AcidError,
     DirectoryVanishedError,
@@ -36,15 +34,16 @@ from acid_core.errors import (
     NoSuchObjectError,
     NotEnoughHistoryError,
 )
-from acid_core.layout import parse_bucket_file
-from acid_core.locations import data_location
+from acid_core.format.layout import parse_bucket_file
+from acid_core.format.validity import ValidCompactorWriteIdList
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import DatabaseInfo, TableInfo
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import MAX_REBALANCE_BUCKETS, CompactionState, CompactionType
+from acid_core.metastore.locations import data_location
+from acid_core.metastore.pools import DEFAULT_POOL, pool_of
 from acid_core.metastore.txns import full_table_name
-from acid_core.state import DirectoryState, get_acid_state
-from acid_core.validity import ValidCompactorWriteIdList
+from acid_core.read.state import DirectoryState, get_acid_state
 
 # The defaults (Hive's, from the registry).
 DELTA_NUM_THRESHOLD = settings.DELTA_NUM_THRESHOLD.default

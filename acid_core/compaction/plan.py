@@ -24,16 +24,22 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from acid_core.compaction.codes import CompactionType
-from acid_core.delete_events import Key
-from acid_core.fs import FileSystem, path_of
-from acid_core.layout import VISIBILITY_PREFIX, base_dir_name, compaction_staging_name, delta_dir_name, parse_directory
-from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
-from acid_core.orc_concat import stripe_row_counts
-from acid_core.orc_events import KEY_FIELDS, Column, EventFile
-from acid_core.read_plan import DeleteSource, InsertSource, ReadPlan, file_bucket, plan_read, source_bucket
-from acid_core.state import DirectoryState
-from acid_core.validity import ValidCompactorWriteIdList, ValidWriteIdList
+from acid_core.format.delete_events import Key
+from acid_core.format.layout import (
+    VISIBILITY_PREFIX,
+    base_dir_name,
+    compaction_staging_name,
+    delta_dir_name,
+    parse_directory,
+)
+from acid_core.format.orc_columnar import DEFAULT_STRIPE_BYTES
+from acid_core.format.orc_concat import stripe_row_counts
+from acid_core.format.orc_events import KEY_FIELDS, Column, EventFile
+from acid_core.format.validity import ValidCompactorWriteIdList, ValidWriteIdList
+from acid_core.metastore.codes import CompactionType
+from acid_core.read.read_plan import DeleteSource, InsertSource, ReadPlan, file_bucket, plan_read, source_bucket
+from acid_core.read.state import DirectoryState
+from acid_core.storage.fs import FileSystem, path_of
 
 MAX_SPLIT_PARTS = 256  # parts of one bucket's split major compaction
 MIN_PART_ROWS = 1_000_000  # a bucket is split to use idle task slots only into parts of at least this many rows

@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
-from acid_core.compaction.pools import check_pool_name
 from acid_core.errors import InvalidPropertyError, MetastoreError, NoSuchPartitionError, UsageError
-from acid_core.layout import parse_partition_dir_name
-from acid_core.locations import data_location
+from acid_core.format.layout import parse_partition_dir_name
+from acid_core.format.validity import ValidWriteIdList
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType, check_number_of_buckets
+from acid_core.metastore.locations import data_location
+from acid_core.metastore.pools import check_pool_name
 from acid_core.metastore.properties import spark_conf_of
-from acid_core.state import get_acid_state
-from acid_core.validity import ValidWriteIdList
+from acid_core.read.state import get_acid_state
 
 PARTITIONS_SHOWN = 20  # how many of a table's partitions an "unknown partition" message lists
 

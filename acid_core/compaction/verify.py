@@ -43,12 +43,12 @@ import numpy as np
 import pyarrow as pa
 
 from acid_core import settings
-from acid_core.delete_events import Key
 from acid_core.errors import AcidError, BucketCodecError, CorruptFileError, SchemaMismatchError
-from acid_core.fs import FileSystem
-from acid_core.layout import ACID_FORMAT_FILE, bucket_file_name, parse_bucket_file
-from acid_core.orc_events import KEY_FIELDS, EventFile
-from acid_core.rowid import decode_bucket_id, encode_bucket
+from acid_core.format.delete_events import Key
+from acid_core.format.layout import ACID_FORMAT_FILE, bucket_file_name, parse_bucket_file
+from acid_core.format.orc_events import KEY_FIELDS, EventFile
+from acid_core.format.rowid import decode_bucket_id, encode_bucket
+from acid_core.storage.fs import FileSystem
 
 if TYPE_CHECKING:
     from acid_core.compaction.plan import CompactionPlan

@@ -2,7 +2,7 @@
 
 claim (initiated -> working) -> open the compactor transaction -> shared_read lock -> ValidCompactorWriteIdList
 (high watermark = lowest open write id - 1) -> directory state -> refuse if not enough to compact -> bucket tasks
-write hidden result directories -> publish them under their `_v<txn>` names (`acid_core.publish`; on an object
+write hidden result directories -> publish them under their `_v<txn>` names (`acid_core.write.publish`; on an object
 store the tasks write the `_v<txn>` names directly) -> ready for cleaning -> commit.
 The result is invisible to every reader until the commit (the `_v` suffix). A failure aborts the transaction, removes
 what was written and marks the entry failed; a killed attempt leaves only hidden or `_v<aborted>` directories, which
@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 from acid_core import settings
 from acid_core.compaction.attempt import Result, before_run
-from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType
 from acid_core.compaction.execute import BucketResult, join_parts, run_bucket
 from acid_core.compaction.plan import (
     CompactionPlan,
@@ -31,16 +30,17 @@ from acid_core.compaction.plan import (
 )
 from acid_core.compaction.verify import verification_enabled, verify_output
 from acid_core.errors import AcidError, CompactionStateError, MetastoreUnavailableError, one_line_cause
-from acid_core.fs import FileSystem
-from acid_core.layout import ParsedDelta, parse_directory
-from acid_core.locations import data_location
+from acid_core.format.layout import ParsedDelta, parse_directory
+from acid_core.format.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 from acid_core.metastore import Metastore
+from acid_core.metastore.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType
 from acid_core.metastore.compactions import CompactionInfo
+from acid_core.metastore.locations import data_location
 from acid_core.metastore.locks import LOCK_TIMEOUT_MS, LockComponent, LockType
 from acid_core.metastore.txns import StagingRecord, TxnType, full_table_name
-from acid_core.publish import Publication
-from acid_core.state import DirectoryState, get_acid_state
-from acid_core.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
+from acid_core.read.state import DirectoryState, get_acid_state
+from acid_core.storage.fs import FileSystem
+from acid_core.write.publish import Publication
 
 # Runs a plan's bucket tasks. A runner with a `split_rows` attribute gets a major compaction's bucket of more rows
 # than that split into key-interval parts, one task each, as many as a multiple of its `parallelism` (SparkRunner:

@@ -25,12 +25,12 @@ from acid_core.errors import (
     NoSuchObjectError,
     NotTransactionalError,
 )
-from acid_core.fs import is_absolute_location
-from acid_core.layout import parse_partition_dir_name, partition_dir_name
+from acid_core.format.layout import parse_partition_dir_name, partition_dir_name
+from acid_core.format.orc_events import Column, parse_columns
 from acid_core.metastore import properties
 from acid_core.metastore import schema as s
 from acid_core.metastore.engine import Database
-from acid_core.orc_events import Column, parse_columns
+from acid_core.storage.fs import is_absolute_location
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_DATABASE = "default"

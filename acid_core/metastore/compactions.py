@@ -2,7 +2,7 @@
 
 initiated -> working -> ready for cleaning -> (history) succeeded; failed, refused, did not initiate and aborted go
 straight to history. Each move is a compare-and-swap on CQ_STATE; history rows keep the queue row's id.
-The types and states themselves are defined in `acid_core.compaction.codes` (re-exported here).
+The types and states themselves are defined in `acid_core.metastore.codes` (re-exported here).
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from acid_core import settings
-from acid_core.compaction.codes import QUEUE_STATES, CompactionState, CompactionType, check_number_of_buckets
-from acid_core.compaction.pools import DEFAULT_POOL, check_pool_name, pool_of
 from acid_core.errors import CompactionStateError, MetastoreError, UsageError
+from acid_core.format.validity import ValidTxnList
 from acid_core.metastore import holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import Catalog, check_identifier
+from acid_core.metastore.codes import QUEUE_STATES, CompactionState, CompactionType, check_number_of_buckets
 from acid_core.metastore.engine import NOT_DONE, Database
+from acid_core.metastore.pools import DEFAULT_POOL, check_pool_name, pool_of
 from acid_core.metastore.properties import spark_conf_of
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation, TxnStore, TxnType
-from acid_core.validity import ValidTxnList
 
 CLEANER_RETRY_RETENTION_MS = settings.RETRY_RETENTION.default_ms  # hive.compactor.cleaner.retry.retention.time
 CLEANER_MAX_ATTEMPTS = settings.MAX_ATTEMPTS.default  # hive.compactor.cleaner.retry.maxattempts
@@ -158,7 +158,7 @@ class CompactionQueue:
         `number_of_buckets` is a rebalance's CLUSTERED INTO n BUCKETS (CQ_NUMBER_OF_BUCKETS). `pool` is the request's
         compaction pool (CQ_POOL_NAME, `POOL 'name'`); without one, the table's `hive.compactor.worker.pool`, else
         its database's, else "default", read in the same database transaction (what Hive's initiator and ALTER TABLE
-        ... COMPACT choose: `acid_core.compaction.pools.pool_of`).
+        ... COMPACT choose: `acid_core.metastore.pools.pool_of`).
 
         Raises:
             MetastoreError: the names are not identifiers, the partition is missing for a partitioned table, given

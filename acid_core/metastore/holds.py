@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from acid_core.compaction.codes import CompactionState
 from acid_core.errors import TxnStateError
 from acid_core.metastore import schema as s
+from acid_core.metastore.codes import CompactionState
 from acid_core.metastore.schema import TXN_OPEN
 
 READY_FOR_CLEANING, SUCCEEDED = CompactionState.READY_FOR_CLEANING.value, CompactionState.SUCCEEDED.value

@@ -24,8 +24,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from acid_core import settings
-from acid_core.compaction.pools import POOL_PROPERTY, check_pool_name
 from acid_core.errors import InvalidPoolNameError, InvalidPropertyError, InvalidSettingError, NoSuchObjectError
+from acid_core.metastore.pools import POOL_PROPERTY, check_pool_name
 
 TRANSACTIONAL = "transactional"
 TRANSACTIONAL_PROPERTIES = "transactional_properties"

@@ -21,11 +21,11 @@ from sqlalchemy.engine import Connection
 
 from acid_core import settings
 from acid_core.errors import MetastoreError, NoSuchTxnError, TxnAbortedError, TxnStateError, WriteConflictError
+from acid_core.format.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
 from acid_core.metastore import holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.engine import NOT_DONE, Database
 from acid_core.metastore.schema import TXN_ABORTED, TXN_COMMITTED, TXN_OPEN
-from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
 
 __all__ = ["TXN_ABORTED", "TXN_COMMITTED", "TXN_OPEN", "Operation", "Snapshot", "StagingRecord", "TxnInfo", "TxnStore",
            "TxnType", "fold_completed_components", "full_table_name"]

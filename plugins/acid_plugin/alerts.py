@@ -1,4 +1,4 @@
-"""Alerts through Airflow's notifiers: a deployment chooses the notifier, `acid_core.alerts` decides when to send.
+"""Alerts through Airflow's notifiers: a deployment chooses the notifier, `acid_core.operations.alerts` decides when to send.
 
 The notifier is any `airflow.sdk.BaseNotifier` (the SMTP, Slack, ... providers' notifiers, or one of your own),
 named by the Airflow Variable `acid_notifier` (JSON `{"class": "module.Class", "kwargs": {...}}`) or, when the
@@ -7,7 +7,7 @@ object); by default `LogNotifier`, which writes the alert to the task log as a w
 the task's context plus `acid_alert` (kind, level, summary, compaction_id, database, table, partition, and for a
 threshold rule's alert metric, value and threshold), so its templated fields can say `{{ acid_alert.summary }}`. A notifier that fails is logged and never changes the task's outcome.
 
-The threshold rules (`acid_core.alerts.DEFAULT_RULES`) take the deployment's thresholds from the Airflow Variable
+The threshold rules (`acid_core.operations.alerts.DEFAULT_RULES`) take the deployment's thresholds from the Airflow Variable
 `acid_alert_rules` or, when it is unset, the environment variable `ACID_ALERT_RULES` (the same JSON either way:
 `{"<rule>": {"warning": <number or null>, "critical": <number or null>}}`, null turning a level off);
 `send_escalations` sends a rule's alert once per level it rises to (the Variable `acid_alert_levels.<connection>`
@@ -80,7 +80,7 @@ def configured_notifier() -> BaseNotifier:
 
 
 def send_alerts(context: dict[str, Any] | None, alerts) -> int:
-    """Send each `acid_core.alerts.Alert` through the configured notifier; returns how many were sent. Every alert
+    """Send each `acid_core.operations.alerts.Alert` through the configured notifier; returns how many were sent. Every alert
     is also logged; a notifier that cannot be built or fails is logged as an error, nothing is raised."""
     sent = 0
     for alert in alerts:
@@ -102,8 +102,8 @@ def configured_rules():
     """
     from airflow.sdk import Variable
 
-    from acid_core.alerts import rules_with
     from acid_core.errors import UsageError
+    from acid_core.operations.alerts import rules_with
 
     text, where = Variable.get(RULES_VARIABLE, default=None), f"Airflow Variable {RULES_VARIABLE}"
     if not text:
@@ -124,11 +124,11 @@ def configured_rules():
 
 def send_escalations(context: dict[str, Any] | None, found, *, conn_id: str) -> list:
     """Send the rule alerts in `found` whose level rose since the last call for this metastore connection
-    (`acid_core.alerts.escalations`), and remember the levels (the Variable `acid_alert_levels.<conn_id>`, written
+    (`acid_core.operations.alerts.escalations`), and remember the levels (the Variable `acid_alert_levels.<conn_id>`, written
     only when they change). A rule that cleared is logged. Returns the alerts sent."""
     from airflow.sdk import Variable
 
-    from acid_core.alerts import escalations
+    from acid_core.operations.alerts import escalations
 
     key = f"{LEVELS_VARIABLE}.{conn_id}"
     try:

@@ -5,7 +5,7 @@ A slot of the Airflow pool is one such task, as a Hive Worker thread is one comp
 still cap the compactions running at once. The task pays a spark-submit JVM and a SparkContext once per application,
 not per compaction. Its driver pulls the oldest initiated entry of its pool before each compaction
 (`acid_core.compaction.batch`), so entries start in enqueue order whatever the order Airflow starts tasks in. An
-application runs the compactions whose Spark settings (`compactor.spark.*`, `acid_core.compaction.job_conf`) are the
+application runs the compactions whose Spark settings (`compactor.spark.*`, `acid_deploy.job_conf`) are the
 ones it was started with; when the oldest waiting entry needs others, the application ends and this task starts one
 with those. Each compaction stays visible on its own: its queue entry (worker id naming this task attempt,
 HadoopJobId naming the application and its Spark job), its lines in the task log, its metrics and its alerts (sent
@@ -127,8 +127,8 @@ class _BatchRun:
     def next_head(self, selection, base_conf: dict):
         """The oldest waiting entry and its job settings; (entry, None) when its settings cannot be used (it is then
         recorded failed, as Hive's worker records a compaction it cannot start), (None, None) when none waits."""
-        from acid_core.compaction.launch import job_conf
         from acid_core.errors import AcidError, CompactionStateError
+        from acid_deploy.launch import job_conf
 
         with self.metastore_hook.metastore() as metastore:
             head = selection.next_waiting(metastore)
@@ -149,10 +149,10 @@ class _BatchRun:
 
     def application(self, operator, selection, *, remaining: int, seconds: float, head: int, launch: dict) -> dict:
         """spark-submit one batch application to its end; returns its stop record ({} when it was killed). `launch`
-        holds what `acid_core.compaction.launch.submission` takes besides the arguments."""
+        holds what `acid_deploy.launch.submission` takes besides the arguments."""
         from acid_core.compaction.attempt import Result, after_run
-        from acid_core.compaction.codes import CompactionState
-        from acid_core.compaction.launch import batch_arguments
+        from acid_core.metastore.codes import CompactionState
+        from acid_deploy.launch import batch_arguments
 
         result_dir = tempfile.mkdtemp(prefix="acid-compaction-batch-")
         result_file = os.path.join(result_dir, "records.jsonl")
@@ -208,11 +208,11 @@ class _BatchRun:
 
     def _ended(self, record: dict) -> None:
         """One compaction ended (a record of the driver's, or the task's own verdict): log, metrics, alerts."""
-        from acid_core import alerts
         from acid_core.compaction.attempt import aborted_message
-        from acid_core.compaction.codes import CompactionState
         from acid_core.compaction.initiator import FAILED_THRESHOLD
         from acid_core.errors import AcidError
+        from acid_core.metastore.codes import CompactionState
+        from acid_core.operations import alerts
         from acid_plugin.alerts import send_alerts
         from acid_plugin.metrics import emit_compaction
 

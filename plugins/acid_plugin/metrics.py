@@ -1,9 +1,9 @@
 """The ACID metrics through Airflow's `Stats` (StatsD, DogStatsD or OpenTelemetry, as the `[metrics]` settings say).
 
 Names are `acid.*` (after the deployment's `statsd_prefix`/`otel_prefix`, default `airflow`): the gauges of
-`acid_core.metrics` from the `acid_housekeeping` DAG's `metrics` task every minute and from each initiator poll,
+`acid_core.operations.metrics` from the `acid_housekeeping` DAG's `metrics` task every minute and from each initiator poll,
 per compaction a timer and counters from `AcidCompactionOperator` and `acid_worker`'s batch tasks, per cleaning
-counters from `acid_cleaner`. Every name is one of `acid_core.metrics.all_metrics()` (`metric_name` refuses any
+counters from `acid_cleaner`. Every name is one of `acid_core.operations.metrics.all_metrics()` (`metric_name` refuses any
 other), which the "Metrics and alerts" table of docs/operations.md lists (`tests/project/test_metrics_table.py`). The `type` tag of a
 compaction's metrics reaches the wire with DogStatsD, OpenTelemetry, or StatsD with
 `[metrics] statsd_influxdb_enabled`; plain StatsD drops tags. Nothing is sent when metrics are off (Airflow's
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from acid_core.metrics import COMPACTION_OUTCOMES, RUN_COUNTERS, metric_name
+from acid_core.operations.metrics import COMPACTION_OUTCOMES, RUN_COUNTERS, metric_name
 
 
 def _stats():
@@ -50,7 +50,7 @@ def close_client() -> None:
 
 
 def emit_gauges(values: Mapping[str, float]) -> None:
-    """Set each gauge (`acid.<name>` -> value, as `acid_core.metrics` names them)."""
+    """Set each gauge (`acid.<name>` -> value, as `acid_core.operations.metrics` names them)."""
     stats = _stats()
     for name, value in values.items():
         stats.gauge(name, value)

@@ -8,9 +8,9 @@ for lack of work (Hive's refusal, not a failure), aborted (ABORT COMPACTIONS, th
 the task ran: what the operator asked for, not a failure) and held by another worker are skipped (no asset event), a
 killed driver is a retryable failure, anything else fails the task with the queue's one-line error message.
 
-What spark-submit gets is built by `acid_core.compaction.launch`, as for `acid compact run`: the job file and its
+What spark-submit gets is built by `acid_deploy.launch`, as for `acid compact run`: the job file and its
 arguments, the settings (this operator's `conf`, the compaction's `compactor.spark.*` properties, the executors' code
-and Python from `acid_core.shipping` as the Spark connection's `acid-*` extra keys choose) and the driver's
+and Python from `acid_deploy.shipping` as the Spark connection's `acid-*` extra keys choose) and the driver's
 environment (the metastore URL with its password apart, never on the command line, which spark-submit and Airflow
 log). So client deploy mode is required: the driver runs where the task runs, like Hive's worker thread, on this
 interpreter. The submission goes through the provider's public API: this operator's public attributes, its
@@ -66,9 +66,9 @@ class AcidCompactionOperator(SparkSubmitOperator):
         self.submit_hook = None  # the provider's hook of the spark-submit running now (on_kill stops it)
 
     def execute(self, context) -> dict:
-        from acid_core.compaction import launch
         from acid_core.compaction.attempt import Result, after_run, before_run, describe
         from acid_core.errors import InvalidPropertyError
+        from acid_deploy import launch
         from acid_plugin.hooks import AcidMetastoreHook
 
         compaction_id = int(self.compaction_id)
@@ -130,14 +130,14 @@ class AcidCompactionOperator(SparkSubmitOperator):
         return _summary(after.entry, after.message)
 
     def _submission(self, metastore_hook, **parts: Any):
-        """`acid_core.compaction.launch.submission` of `parts` with the metastore and warehouse of the
+        """`acid_deploy.launch.submission` of `parts` with the metastore and warehouse of the
         `acid_metastore` connection.
 
         Raises:
             AirflowFailException: the job file cannot be found, or the metastore URL cannot be parsed.
         """
-        from acid_core.compaction import launch
         from acid_core.errors import AcidError
+        from acid_deploy import launch
 
         try:
             return launch.submission(metastore_url=metastore_hook.get_url(), warehouse=metastore_hook.get_warehouse(),
@@ -146,7 +146,7 @@ class AcidCompactionOperator(SparkSubmitOperator):
             raise AirflowFailException(f"cannot build the spark-submit of {parts['name']}: {exc}") from None
 
     def _spark_submit(self, submission) -> AirflowException | OSError | None:
-        """Run `submission` (`acid_core.compaction.launch.SparkSubmit`) to its end through the provider's
+        """Run `submission` (`acid_deploy.launch.SparkSubmit`) to its end through the provider's
         SparkSubmitHook; what went wrong (the queue entry says what happened, not the exit status), None when
         spark-submit exited 0.
 
@@ -192,10 +192,10 @@ class AcidCompactionOperator(SparkSubmitOperator):
     def _metrics_and_alerts(self, context, metastore_hook, after, run_stats: dict) -> None:
         """Emit the run's metrics (acid_plugin.metrics); on a failure, alert (acid_plugin.alerts): the compaction
         failed, and its partition reached failed.compacts.threshold when it did. Neither changes the outcome."""
-        from acid_core import alerts
-        from acid_core.compaction.codes import CompactionState
         from acid_core.compaction.initiator import FAILED_THRESHOLD
         from acid_core.errors import AcidError
+        from acid_core.metastore.codes import CompactionState
+        from acid_core.operations import alerts
         from acid_plugin.alerts import send_alerts
         from acid_plugin.metrics import emit_compaction
 
@@ -221,7 +221,7 @@ class AcidCompactionOperator(SparkSubmitOperator):
 
     def _executor_conf(self, compaction_id: int) -> tuple[str, str | None, dict[str, str]]:
         """The master and deploy mode of the `conn_id` connection, as the provider reads them (`spark_master`), and
-        `acid_core.compaction.launch.shipped_conf` for them and the connection's `acid-*` extra keys.
+        `acid_deploy.launch.shipped_conf` for them and the connection's `acid-*` extra keys.
 
         Raises:
             AirflowFailException: a bad `acid-*` extra, cluster deploy mode, or the executors' code or environment
@@ -229,9 +229,9 @@ class AcidCompactionOperator(SparkSubmitOperator):
         """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        from acid_core.compaction.launch import shipped_conf
         from acid_core.errors import AcidError
-        from acid_core.shipping import options_from_extra
+        from acid_deploy.launch import shipped_conf
+        from acid_deploy.shipping import options_from_extra
 
         connection = SparkSubmitHook.get_connection(self.spark_conn_id)
         extra = connection.extra_dejson

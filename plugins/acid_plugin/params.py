@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from airflow.sdk import Param
 
-from acid_core.compaction.pools import POOL_NAME_PATTERN, check_pool_name
+from acid_core.metastore.pools import POOL_NAME_PATTERN, check_pool_name
 from acid_core.settings import Bounds, Setting
 
 # A Hive identifier, as acid_core.metastore.catalog.check_identifier takes one (that module is too heavy to import
@@ -29,7 +29,7 @@ IDENTIFIER = rf"^{_NAME}$"
 _PAIR = rf"{_NAME}=[^/=]+"
 PARTITION = rf"^(?:{_PAIR}(?:/{_PAIR})*)?$"
 PARTITION_EXPECTED = "expected key=value[/key=value...], e.g. ds=2026-01-01/hr=3"
-# a compaction pool name (acid_core.compaction.pools.check_pool_name's rule), or empty: none
+# a compaction pool name (acid_core.metastore.pools.check_pool_name's rule), or empty: none
 POOL_NAME = rf"^(?:{POOL_NAME_PATTERN})?$"
 # an absolute path or a filesystem URI, with no ".." segment and no whitespace
 ABSOLUTE_PATH = r"^(?!.*(?:^|/)\.\.(?:/|$))(?:/|[A-Za-z][A-Za-z0-9+.-]*://)\S*$"

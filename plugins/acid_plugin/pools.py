@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from acid_core.compaction.pools import DEFAULT_POOL, POOLS_VARIABLE, PoolSetting, parse_pools
 from acid_core.errors import UsageError
+from acid_core.metastore.pools import DEFAULT_POOL, POOLS_VARIABLE, PoolSetting, parse_pools
 from acid_plugin.operators import COMPACTION_POOL
 
 WORKER_DAG = "acid_worker"

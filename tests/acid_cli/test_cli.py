@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from support.model import tree, v1_bucket_property
 
-from acid_core.rowid import RowId
-from acid_core.writer import EmbeddedWriter
+from acid_core.format.rowid import RowId
+from acid_core.write.writer import EmbeddedWriter
 
 B0, B1 = v1_bucket_property(0), v1_bucket_property(1)
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,10 +24,10 @@ import pytest
 from acid_cli.hiveql import HiveQLSyntaxError, parse_statement
 from acid_cli.sql import StatementError, execute, run_script
 from acid_cli.sql.session import Session
-from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState
+from acid_core.metastore.codes import CompactionState
 from acid_core.metastore.locks import LockComponent, LockType
+from acid_core.read.merge import read_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 ACID = "TBLPROPERTIES ('transactional'='true')"

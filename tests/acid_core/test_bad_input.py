@@ -24,13 +24,13 @@ from acid_core.errors import (
     SchemaMismatchError,
     UnsortedEventsError,
 )
-from acid_core.fs import FileSystem
-from acid_core.merge import read_snapshot
-from acid_core.orc_events import EventFile, event_schema, parse_columns
-from acid_core.rowid import RowId
-from acid_core.state import get_acid_state
-from acid_core.validity import ValidTxnList, ValidWriteIdList
-from acid_core.writer import EmbeddedWriter
+from acid_core.format.orc_events import EventFile, event_schema, parse_columns
+from acid_core.format.rowid import RowId
+from acid_core.format.validity import ValidTxnList, ValidWriteIdList
+from acid_core.read.merge import read_snapshot
+from acid_core.read.state import get_acid_state
+from acid_core.storage.fs import FileSystem
+from acid_core.write.writer import EmbeddedWriter
 
 COLUMNS = [("id", "int"), ("name", "string")]
 B0 = v1_bucket_property(0)

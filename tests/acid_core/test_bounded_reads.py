@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from acid_core.fs import FileSystem
-from acid_core.layout import base_dir_name, bucket_file_name
-from acid_core.orc_columnar import EventStreamWriter, event_table
+from acid_core.format.layout import base_dir_name, bucket_file_name
+from acid_core.format.orc_columnar import EventStreamWriter, event_table
+from acid_core.storage.fs import FileSystem
 
 ROOT = Path(__file__).resolve().parents[2]
 READ = textwrap.dedent("""

@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from acid_core.bucketing import bucket_function, bucket_hash, murmur3_32
 from acid_core.errors import InvalidRowError
-from acid_core.orc_events import Column, parse_columns
+from acid_core.format.bucketing import bucket_function, bucket_hash, murmur3_32
+from acid_core.format.orc_events import Column, parse_columns
 
 
 @pytest.mark.parametrize("data, expected", [
@@ -66,7 +66,7 @@ def test_bucket_numbers_of_a_batch_match_the_row_by_row_function_for_every_type_
     import numpy as np
     import pyarrow as pa
 
-    from acid_core.bucketing import bucket_numbers
+    from acid_core.format.bucketing import bucket_numbers
 
     rng = random.Random(7)
     alphabet = "ab ZÅ€中😀éxyz0123 "

@@ -15,9 +15,9 @@ from support.cleaner_tables import COLUMNS, MAJOR, Table, quiet, state_of, three
 
 from acid_core.compaction.cleaner import NO_CLEANUP_MESSAGE, CleanResult, clean
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.metastore.compactions import CompactionState
+from acid_core.metastore.codes import CompactionState
 from acid_core.metastore.txns import Operation
-from acid_core.writer import EmbeddedWriter
+from acid_core.write.writer import EmbeddedWriter
 
 
 def test_major_compaction_then_clean_removes_obsolete_deltas(ms):

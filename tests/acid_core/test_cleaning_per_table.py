@@ -18,12 +18,12 @@ from support.cleaner_tables import Table, quiet, state_of, three_writes
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import TxnStateError
-from acid_core.health import table_health
-from acid_core.housekeeping import housekeep
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
 from acid_core.metastore.txns import TxnType
-from acid_core.table_write import TableWrite
+from acid_core.operations.health import table_health
+from acid_core.operations.housekeeping import housekeep
+from acid_core.write.table_write import TableWrite
 
 MAJOR = CompactionType.MAJOR
 

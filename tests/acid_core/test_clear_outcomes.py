@@ -16,7 +16,7 @@ from acid_core.compaction.requests import listed, partitions_to_compact, require
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import CorruptFileError, NoSuchObjectError, one_line, one_line_cause
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
 from acid_platform.processes import copy_capped, rotate_log, start_child
 
 ACID = "STORED AS ORC TBLPROPERTIES ('transactional'='true')"

@@ -48,17 +48,17 @@ from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.plan import build_plan
 from acid_core.compaction.worker import REFUSED_MESSAGE, CompactionWorker, local_runner
 from acid_core.errors import AcidError, CompactionStateError, LockTimeoutError, MetastoreError
-from acid_core.fs import FileSystem
-from acid_core.merge import read_snapshot
+from acid_core.format.rowid import RowId
+from acid_core.format.validity import ValidCompactorWriteIdList
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
-from acid_core.rowid import RowId
-from acid_core.state import get_acid_state
-from acid_core.streaming import StreamingConnection
-from acid_core.validity import ValidCompactorWriteIdList
-from acid_core.writer import EmbeddedWriter
+from acid_core.read.merge import read_snapshot
+from acid_core.read.state import get_acid_state
+from acid_core.storage.fs import FileSystem
+from acid_core.write.streaming import StreamingConnection
+from acid_core.write.writer import EmbeddedWriter
 
 
 @pytest.mark.parametrize("kind", [MAJOR, MINOR], ids=["major", "minor"])

@@ -11,7 +11,7 @@ from acid_cli import compact as compact_command
 from acid_core.compaction.attempt import Result, after_run, before_run
 from acid_core.errors import UsageError
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
 from acid_core.metastore.txns import TxnType
 
 S = CompactionState

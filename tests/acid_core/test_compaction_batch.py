@@ -20,7 +20,7 @@ from acid_core.compaction.batch import (
 )
 from acid_core.compaction.worker import local_runner
 from acid_core.errors import UsageError
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
 
 COLUMNS = [("id", "int"), ("day", "string")]
 WORKER = "host-airflow.acid_worker.compact[0].try1"

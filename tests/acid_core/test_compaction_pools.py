@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from acid_core.compaction.pools import PoolSetting, check_pool_name, parse_pools, pool_of
 from acid_core.errors import AcidError, InvalidPoolNameError, UsageError
+from acid_core.metastore.pools import PoolSetting, check_pool_name, parse_pools, pool_of
 
 
 @pytest.mark.parametrize("name", ["etl", "Etl", "etl.nightly", "a-b_c.9", "default", "x" * 128])

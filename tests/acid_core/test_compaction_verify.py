@@ -24,7 +24,6 @@ import pyarrow.orc as pa_orc
 import pytest
 from support.model import table_by_row_id, tree
 
-from acid_core import orc_columnar
 from acid_core.compaction import execute, verify
 from acid_core.compaction import plan as planning
 from acid_core.compaction.execute import run_bucket
@@ -37,14 +36,15 @@ from acid_core.compaction.verify import (
 )
 from acid_core.compaction.worker import CompactionWorker, local_runner
 from acid_core.errors import UsageError
-from acid_core.fs import FileSystem
-from acid_core.merge import read_snapshot
-from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.orc_events import BUCKET, OPERATION, AcidStats
-from acid_core.rowid import RowId, encode_bucket
-from acid_core.state import get_acid_state
-from acid_core.table_write import TableWrite
-from acid_core.validity import ValidCompactorWriteIdList
+from acid_core.format import orc_columnar
+from acid_core.format.orc_events import BUCKET, OPERATION, AcidStats
+from acid_core.format.rowid import RowId, encode_bucket
+from acid_core.format.validity import ValidCompactorWriteIdList
+from acid_core.metastore.codes import CompactionState, CompactionType
+from acid_core.read.merge import read_snapshot
+from acid_core.read.state import get_acid_state
+from acid_core.storage.fs import FileSystem
+from acid_core.write.table_write import TableWrite
 
 MAJOR, MINOR, REBALANCE = CompactionType.MAJOR, CompactionType.MINOR, CompactionType.REBALANCE
 COLUMNS = [("id", "int"), ("name", "string")]

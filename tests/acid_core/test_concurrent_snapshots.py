@@ -28,15 +28,15 @@ import pytest
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import AcidError, TxnAbortedError
-from acid_core.housekeeping import housekeep
-from acid_core.merge import read_snapshot
+from acid_core.format.rowid import RowId
+from acid_core.format.validity import ValidTxnList
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
 from acid_core.metastore.engine import Clock, Identity
 from acid_core.metastore.txns import Snapshot
-from acid_core.rowid import RowId
-from acid_core.table_write import TableWrite
-from acid_core.validity import ValidTxnList
+from acid_core.operations.housekeeping import housekeep
+from acid_core.read.merge import read_snapshot
+from acid_core.write.table_write import TableWrite
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Delete events streamed in batches (acid_core.delete_events.DeleteCursor over EventFile.iter_batches): whatever a
+"""Delete events streamed in batches (acid_core.format.delete_events.DeleteCursor over EventFile.iter_batches): whatever a
 delete file's stripes hold, a cursor decodes a bounded batch at a time and returns exactly the events of each key
 window a key-ordered stream asks for, across batch boundaries, with the snapshot's validity and a task's start key."""
 
@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid_core.delete_events import DeleteCursor, KeyArrays, read_delete_keys, without_deleted
 from acid_core.errors import UnsortedEventsError
-from acid_core.fs import FileSystem
-from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows
-from acid_core.orc_events import DELETE_OPERATION, EventFile
-from acid_core.rowid import encode_bucket
-from acid_core.validity import ValidWriteIdList
+from acid_core.format.delete_events import DeleteCursor, KeyArrays, read_delete_keys, without_deleted
+from acid_core.format.orc_columnar import EventStreamWriter, event_table, null_rows
+from acid_core.format.orc_events import DELETE_OPERATION, EventFile
+from acid_core.format.rowid import encode_bucket
+from acid_core.format.validity import ValidWriteIdList
+from acid_core.storage.fs import FileSystem
 
 ROW_TYPE = pa.struct([("id", pa.int64())])
 B0, B1 = encode_bucket(0), encode_bucket(1)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from acid_core.errors import FileSystemError, PathOutsideTableError
-from acid_core.fs import FileSystem, ensure_inside
-from acid_core.merge import read_snapshot
-from acid_core.state import get_acid_state
-from acid_core.validity import ValidWriteIdList
-from acid_core.writer import EmbeddedWriter
+from acid_core.format.validity import ValidWriteIdList
+from acid_core.read.merge import read_snapshot
+from acid_core.read.state import get_acid_state
+from acid_core.storage.fs import FileSystem, ensure_inside
+from acid_core.write.writer import EmbeddedWriter
 
 
 def test_file_uri_and_plain_path_see_the_same_table(tmp_path):
@@ -51,7 +51,7 @@ def test_paths_inside_the_table_are_normalised():
 def test_concurrently_keeps_order_raises_the_first_failure_in_item_order_and_runs_each_item_once():
     import threading
 
-    from acid_core.fs import concurrently
+    from acid_core.storage.fs import concurrently
 
     calls: list[int] = []
     lock = threading.Lock()

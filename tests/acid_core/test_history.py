@@ -17,13 +17,13 @@ import sqlalchemy as sa
 
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.housekeeping import housekeep
-from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.txns import Operation
-from acid_core.writer import EmbeddedWriter
+from acid_core.operations.housekeeping import housekeep
+from acid_core.read.merge import read_snapshot
+from acid_core.write.writer import EmbeddedWriter
 
 TXN_COUNT = 20_000
 BATCH = 1000

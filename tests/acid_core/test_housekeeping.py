@@ -9,11 +9,12 @@ import sqlalchemy as sa
 from support.queue_tables import ensure_table
 
 from acid_core.errors import UsageError
-from acid_core.housekeeping import HousekeepingReport, housekeep
 from acid_core.metastore import schema as s
-from acid_core.metastore.compactions import CompactionState, CompactionType, HistoryRetention
+from acid_core.metastore.codes import CompactionState, CompactionType
+from acid_core.metastore.compactions import HistoryRetention
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
+from acid_core.operations.housekeeping import HousekeepingReport, housekeep
 
 TXN_TIMEOUT_MS = 300_000
 LONG_MAX = 2**63 - 1
@@ -110,7 +111,7 @@ def test_write_id_history_is_trimmed_below_the_lowest_open_or_aborted_txn(ms):
 
 
 def test_a_long_history_is_trimmed_in_batches(ms, monkeypatch):
-    import acid_core.housekeeping as module
+    import acid_core.operations.housekeeping as module
 
     monkeypatch.setattr(module, "TRIM_BATCH", 4)
     for txn_id in ms.txns.open_txns(10):

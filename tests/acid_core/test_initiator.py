@@ -17,9 +17,9 @@ from support.initiator_tables import COLUMNS, HOUR_MS, MAJOR, MINOR, Table, make
 from acid_core.compaction.initiator import Candidate, decide, find_candidates, initiator_cycle, run_initiator
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import UsageError
-from acid_core.fs import FileSystem
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
+from acid_core.storage.fs import FileSystem
 
 
 def decisions_by_table(decisions) -> dict:

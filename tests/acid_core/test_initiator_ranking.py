@@ -22,7 +22,7 @@ from acid_core.compaction.initiator import (
     rank,
 )
 from acid_core.errors import UsageError
-from acid_core.metastore.compactions import CompactionState
+from acid_core.metastore.codes import CompactionState
 
 
 def _partitions(table, names: list[str], *, deltas: int, rows: int) -> None:
@@ -108,11 +108,11 @@ def test_every_decision_says_why_and_a_dry_run_records_no_deferral(ms):
 
 
 def test_the_health_of_a_partition_says_why_it_is_not_compacted_yet(ms):
-    """acid_core.health's `why`: budget spent (since the deferral), waiting for a slot (how many ahead), compacting,
+    """acid_core.operations.health's `why`: budget spent (since the deferral), waiting for a slot (how many ahead), compacting,
     locked (its compactor transaction waits for a lock), below threshold."""
-    from acid_core.health import table_health
     from acid_core.metastore.locks import LockComponent, LockType
     from acid_core.metastore.txns import TxnType
+    from acid_core.operations.health import table_health
 
     table = make_table(ms, "t", partitioned=True)
     _partitions(table, ["a", "b", "c", "d"], deltas=11, rows=1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from acid_core.errors import AcidError, InvalidNameError
-from acid_core.layout import (
+from acid_core.format.layout import (
     ParsedBase,
     ParsedDelta,
     base_dir_name,

@@ -17,12 +17,12 @@ import pytest
 from support.model import Snapshot, TableModel, table_by_row_id, table_rows, tree, v1_bucket_property
 
 from acid_core.errors import SchemaMismatchError, UsageError
-from acid_core.layout import ACID_FORMAT_FILE
-from acid_core.merge import read_batches, read_snapshot
-from acid_core.orc_events import INSERT_OPERATION, EventFileWriter, parse_columns
-from acid_core.rowid import RowId
-from acid_core.validity import ValidWriteIdList
-from acid_core.writer import EmbeddedWriter
+from acid_core.format.layout import ACID_FORMAT_FILE
+from acid_core.format.orc_events import INSERT_OPERATION, EventFileWriter, parse_columns
+from acid_core.format.rowid import RowId
+from acid_core.format.validity import ValidWriteIdList
+from acid_core.read.merge import read_batches, read_snapshot
+from acid_core.write.writer import EmbeddedWriter
 
 COLUMNS = [("id", "bigint"), ("name", "string"), ("amount", "double")]
 B0, B1 = v1_bucket_property(0), v1_bucket_property(1)

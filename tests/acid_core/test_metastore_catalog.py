@@ -293,7 +293,7 @@ def test_drop_table_forgets_its_partitions_and_properties(ms, partitioned):
 
 def test_drop_table_forgets_its_transactional_records(ms):
     """Hive's CleanupRecordsFunction: a table created again under the same name starts from write id 1."""
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
     from acid_core.metastore.txns import Operation
 
     for name in ("t", "u"):

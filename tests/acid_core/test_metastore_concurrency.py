@@ -138,7 +138,7 @@ def _claim_until_empty(url: str, warehouse: str, barrier, worker: str) -> list[i
 
 
 def test_each_queued_compaction_is_claimed_by_exactly_one_worker(ms, tmp_path):
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ensure_table(ms, "default", "t", "p=0")
     queued = [ms.compactions.enqueue("default", "t", f"p={i}", CompactionType.MAJOR).compaction_id for i in range(60)]
@@ -153,7 +153,7 @@ def test_each_queued_compaction_is_claimed_by_exactly_one_worker(ms, tmp_path):
 
 
 def _enqueue_same_partition(url: str, warehouse: str, barrier) -> tuple[bool, int, str]:
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     metastore = _metastore(url, warehouse)
     try:

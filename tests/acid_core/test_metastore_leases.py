@@ -8,10 +8,10 @@ import pytest
 import sqlalchemy as sa
 
 from acid_core.errors import MetastoreError
+from acid_core.format.validity import LONG_MAX, ValidTxnList
 from acid_core.metastore import Metastore
 from acid_core.metastore.engine import Identity
 from acid_core.metastore.txns import Operation
-from acid_core.validity import LONG_MAX, ValidTxnList
 
 ME = Identity(user="tester", host="testhost")
 

@@ -9,11 +9,11 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from acid_core.compaction.codes import CompactionType
-from acid_core.compaction.job_conf import compaction_spark_conf
 from acid_core.errors import InvalidPropertyError, MetastoreError, NoSuchObjectError
 from acid_core.metastore import Metastore, schema
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.properties import check_settings
+from acid_deploy.job_conf import compaction_spark_conf
 
 COLUMNS = [("id", "int")]
 ACID = {"transactional": "true"}

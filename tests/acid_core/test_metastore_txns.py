@@ -17,11 +17,11 @@ from acid_core.errors import (
     TxnStateError,
     WriteConflictError,
 )
+from acid_core.format.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
 from acid_core.metastore import Metastore, schema
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
-from acid_core.validity import LONG_MAX, ValidTxnList, ValidWriteIdList
 
 TIMEOUT_MS = 10_000
 

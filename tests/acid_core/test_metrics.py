@@ -1,4 +1,4 @@
-"""acid_core.metrics and acid_core.alerts on both databases: Hive's ACID gauges from the metastore (queue, hosts,
+"""acid_core.operations.metrics and acid_core.operations.alerts on both databases: Hive's ACID gauges from the metastore (queue, hosts,
 transactions, aborted transactions per partition, locks) and its delta gauges from the queued partitions' listings,
 the failed threshold and long-running alerts, the threshold rules with their levels, overrides and escalations, the
 HadoopJobId compare-and-swap, and the numbers a compaction and a cleaning report (events and bytes read, written,
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acid_core import alerts
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
-from acid_core.metrics import (
+from acid_core.operations import alerts
+from acid_core.operations.metrics import (
     all_metrics,
     collect,
     collect_deltas,
@@ -23,7 +23,7 @@ from acid_core.metrics import (
     metric_name,
     worst_partitions,
 )
-from acid_core.writer import EmbeddedWriter
+from acid_core.write.writer import EmbeddedWriter
 
 
 def _table(ms, name="t"):
@@ -188,7 +188,7 @@ def test_only_registered_metric_names_can_be_sent():
     import pytest
 
     assert metric_name("num_locks") == "acid.num_locks"
-    with pytest.raises(KeyError, match="not in acid_core.metrics.all_metrics"):
+    with pytest.raises(KeyError, match="not in acid_core.operations.metrics.all_metrics"):
         metric_name("num_lockz")
 
 

@@ -18,12 +18,12 @@ import pytest
 
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.fs import FileSystem
-from acid_core.housekeeping import housekeep
-from acid_core.merge import read_snapshot
-from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.streaming import StreamingConnection
-from acid_core.table_write import TableWrite
+from acid_core.metastore.codes import CompactionState, CompactionType
+from acid_core.operations.housekeeping import housekeep
+from acid_core.read.merge import read_snapshot
+from acid_core.storage.fs import FileSystem
+from acid_core.write.streaming import StreamingConnection
+from acid_core.write.table_write import TableWrite
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = [("id", "int"), ("name", "string")]
@@ -62,7 +62,7 @@ def test_writes_compaction_and_clean_on_s3_make_no_server_side_copy(s3_ms, s3_se
         ids = seen.column("id").to_pylist()
         row_ids = seen.column("row__id").to_pylist()
         assert len(ids) == 300
-    from acid_core.rowid import RowId
+    from acid_core.format.rowid import RowId
 
     doomed = [RowId(r["writeid"], r["bucketid"], r["rowid"]) for r, i in zip(row_ids, ids) if i % 10 == 0]
     with TableWrite.open(ms, "default", "events", agent_info="test") as write:

@@ -22,10 +22,10 @@ import pytest
 from support.model import v1_bucket_property
 
 from acid_core.errors import CorruptFileError, FileSystemError, SchemaMismatchError, UnsortedEventsError
-from acid_core.fs import FileSystem
-from acid_core.orc_columnar import event_table, null_rows, rows_struct, write_event_table
-from acid_core.orc_events import EventFile
-from acid_core.orc_tail import parse_postscript, with_user_metadata
+from acid_core.format.orc_columnar import event_table, null_rows, rows_struct, write_event_table
+from acid_core.format.orc_events import EventFile
+from acid_core.format.orc_tail import parse_postscript, with_user_metadata
+from acid_core.storage.fs import FileSystem
 
 B0, B1 = v1_bucket_property(0), v1_bucket_property(1)
 KEY = ("originalTransaction", "bucket", "rowId")

@@ -17,9 +17,7 @@ import pytest
 from support.model import tree, v1_bucket_property
 
 from acid_core.errors import AcidError, CorruptFileError
-from acid_core.fs import FileSystem
-from acid_core.merge import read_snapshot
-from acid_core.orc_events import (
+from acid_core.format.orc_events import (
     DELETE_OPERATION,
     INSERT_OPERATION,
     AcidStats,
@@ -30,9 +28,11 @@ from acid_core.orc_events import (
     parse_columns,
     side_file_length,
 )
-from acid_core.rowid import RowId
-from acid_core.validity import ValidWriteIdList
-from acid_core.writer import EmbeddedWriter
+from acid_core.format.rowid import RowId
+from acid_core.format.validity import ValidWriteIdList
+from acid_core.read.merge import read_snapshot
+from acid_core.storage.fs import FileSystem
+from acid_core.write.writer import EmbeddedWriter
 
 COLUMNS = [("id", "int"), ("name", "string"), ("amount", "decimal(10,2)")]
 B0 = v1_bucket_property(0)

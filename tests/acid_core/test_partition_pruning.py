@@ -1,4 +1,4 @@
-"""Partition pruning without Spark: which of a table's partitions a condition can hold in (acid_core.pruning), read
+"""Partition pruning without Spark: which of a table's partitions a condition can hold in (acid_core.read.pruning), read
 from Spark SQL text (spark_jobs.pruning) and from the query blocks of an `acid sql` statement (acid_cli.hiveql).
 
 What Spark then reads, and that the answers are right, is in tests/spark_jobs/test_partition_pruning_spark.py.
@@ -13,8 +13,8 @@ import pytest
 from acid_cli.hiveql.ast import SparkDelete, SparkMerge, SparkQuery, SparkUpdate, TableName
 from acid_cli.hiveql.spark_sql import parse_engine_statement
 from acid_core.errors import UsageError
-from acid_core.layout import DEFAULT_PARTITION_NAME
-from acid_core.pruning import AllOf, AnyOf, Comparison, Literal, PartitionPruner, all_of, any_of
+from acid_core.format.layout import DEFAULT_PARTITION_NAME
+from acid_core.read.pruning import AllOf, AnyOf, Comparison, Literal, PartitionPruner, all_of, any_of
 from spark_jobs.pruning import condition_predicate
 
 FIRST_DAY = datetime.date(2026, 1, 1)

@@ -13,14 +13,14 @@ import pyarrow.fs as pafs
 import pytest
 
 from acid_core.errors import DirectoryVanishedError, FileSystemError
-from acid_core.fs import FileEntry, FileSystem, concurrently
-from acid_core.layout import bucket_file_name, delta_dir_name, parse_directory
-from acid_core.orc_events import parse_columns
-from acid_core.read_plan import plan_read, read_footer, read_footers, read_units, uses_sort_merge
-from acid_core.rowid import RowId, encode_bucket
-from acid_core.state import ListedEntry, PartitionListing, acid_state, get_acid_state
-from acid_core.validity import ValidTxnList, ValidWriteIdList
-from acid_core.writer import EmbeddedWriter
+from acid_core.format.layout import bucket_file_name, delta_dir_name, parse_directory
+from acid_core.format.orc_events import parse_columns
+from acid_core.format.rowid import RowId, encode_bucket
+from acid_core.format.validity import ValidTxnList, ValidWriteIdList
+from acid_core.read.read_plan import plan_read, read_footer, read_footers, read_units, uses_sort_merge
+from acid_core.read.state import ListedEntry, PartitionListing, acid_state, get_acid_state
+from acid_core.storage.fs import FileEntry, FileSystem, concurrently
+from acid_core.write.writer import EmbeddedWriter
 
 MAX = 2**63 - 1
 

@@ -14,12 +14,12 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy import event
 
-from acid_core.alerts import consecutive_failures, working_too_long
 from acid_core.compaction.initiator import initiator_cycle
-from acid_core.housekeeping import housekeep
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.txns import Operation
-from acid_core.metrics import collect, collect_deltas
+from acid_core.operations.alerts import consecutive_failures, working_too_long
+from acid_core.operations.housekeeping import housekeep
+from acid_core.operations.metrics import collect, collect_deltas
 
 GROWING = ("TXN_TO_WRITE_ID", "COMPLETED_TXN_COMPONENTS", "WRITE_SET", "COMPLETED_COMPACTIONS")
 

@@ -16,10 +16,9 @@ import os
 import pytest
 from support.compaction_tables import check_result_directory, directories, make_table, read_rows, write_history
 
-from acid_core.compaction.codes import REBALANCE_BUCKETED_MESSAGE
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import CompactionStateError, UsageError, WriteConflictError
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import REBALANCE_BUCKETED_MESSAGE, CompactionState, CompactionType
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
 

@@ -27,14 +27,14 @@ from acid_cli.main import main as acid_main
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import REFUSED_MESSAGE, CompactionWorker, local_runner
 from acid_core.errors import CompactionStateError, FileSystemError, MetastoreError, PathOutsideTableError, UsageError
-from acid_core.fs import FileSystem
-from acid_core.housekeeping import housekeep
-from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore, schema
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
 from acid_core.metastore.engine import Clock, Identity
 from acid_core.metastore.txns import Operation, TxnType
-from acid_core.writer import EmbeddedWriter
+from acid_core.operations.housekeeping import housekeep
+from acid_core.read.merge import read_snapshot
+from acid_core.storage.fs import FileSystem
+from acid_core.write.writer import EmbeddedWriter
 
 MAJOR = CompactionType.MAJOR
 S = CompactionState
@@ -315,7 +315,7 @@ def test_writers_refuse_a_partition_that_is_a_symbolic_link(ms, tmp_path):
     before = _tree(outside)
     with pytest.raises(PathOutsideTableError, match="symbolic link"):
         writer.insert([(9,)], write_id=99, partition={"ds": "b"})
-    from acid_core.streaming import StreamingConnection
+    from acid_core.write.streaming import StreamingConnection
 
     with pytest.raises(PathOutsideTableError, match="symbolic link"):
         StreamingConnection(ms, "default", "parted", partition={"ds": "b"})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from acid_core.errors import AcidError, BucketCodecError
-from acid_core.rowid import (
+from acid_core.format.rowid import (
     RowId,
     codec_version,
     decode_bucket_id,

@@ -1,4 +1,4 @@
-"""`acid_core.shipping`: which settings give a cluster's executors the code and a Python, the options' checks, the
+"""`acid_deploy.shipping`: which settings give a cluster's executors the code and a Python, the options' checks, the
 code zip and the packed environment (built here without packages, so in a second; the real environment is built
 and run by tests/dags/test_clean_cluster.py)."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from acid_core import shipping
-from acid_core.shipping import (
+from acid_deploy import shipping
+from acid_deploy.shipping import (
     ENV_KEY_FILE,
     EXECUTOR_DISTRIBUTIONS,
     ExecutorOptions,
@@ -109,7 +109,7 @@ def test_code_zip_holds_the_installed_packages_and_is_made_once(tmp_path):
     assert code_zip(tmp_path) == first and first.name.startswith("acid-code-")
     assert [path.name for path in tmp_path.iterdir()] == [first.name]  # no temporary file left behind
     names = zipfile.ZipFile(first).namelist()
-    assert "acid_core/shipping.py" in names and "spark_jobs/compact.py" in names
+    assert "acid_deploy/shipping.py" in names and "spark_jobs/compact.py" in names
     assert "acid_core/metastore/sql/sqlite/schema.sql" in names  # package data too
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
     assert zipimport.zipimporter(str(first)).find_spec("spark_jobs") is not None

@@ -1,5 +1,5 @@
 """A major compaction of one big bucket split into key-interval parts (one task each) and the parts concatenated
-stripe by stripe into the bucket's one file (acid_core/orc_concat.py): the same events, ROW__IDs, user metadata and
+stripe by stripe into the bucket's one file (acid_core/format/orc_concat.py): the same events, ROW__IDs, user metadata and
 readers' rows as the one-task compaction; a part no row survived in writes nothing."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from support.compaction_tables import check_result_directory, directories, make_
 from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.errors import SchemaMismatchError
-from acid_core.fs import FileSystem
-from acid_core.metastore.compactions import CompactionType
+from acid_core.format.orc_concat import concatenate
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.txns import Operation
-from acid_core.orc_concat import concatenate
+from acid_core.storage.fs import FileSystem
 
 
 class SplitRunner:

@@ -1,7 +1,7 @@
 """getAcidState conformance: Hive's TestAcidUtils cases plus visibility-suffix cases, run on real directories.
 
 The Hive cases are data in acid_utils_cases.py; every case with `hive4_rules` is materialised under tmp_path and
-handed to acid_core.state.get_acid_state. The cases below them are derived from Hive 4's AcidUtils.processBaseDir,
+handed to acid_core.read.state.get_acid_state. The cases below them are derived from Hive 4's AcidUtils.processBaseDir,
 processDeltaDir, isDirUsable and findBestWorkingDeltas (hive-acid-reference.md section 2).
 """
 
@@ -26,8 +26,8 @@ from support.acid_utils_cases import (
 )
 
 from acid_core.errors import NotEnoughHistoryError
-from acid_core.state import DirectoryState, ListedEntry, PartitionListing, acid_state, get_acid_state
-from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
+from acid_core.format.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
+from acid_core.read.state import DirectoryState, ListedEntry, PartitionListing, acid_state, get_acid_state
 
 BUCKET_BYTES = b"ORC\x00"  # getAcidState never opens data files, so any few bytes do
 COMPACTED_MARKER = json.dumps({"thisFileVersion": "0", "dataFormat": "compacted"}).encode()

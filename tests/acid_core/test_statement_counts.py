@@ -78,7 +78,7 @@ def measured(ms):
     ms.txns.allocate_write_ids([txn], "default", "t")
     ms.txns.add_components(txn, "default", "t", [None], Operation.INSERT)
     measure("commit with an insert", lambda: ms.txns.commit(txn))
-    from acid_core.table_write import TableWrite
+    from acid_core.write.table_write import TableWrite
 
     write = TableWrite.open(ms, "default", "t", agent_info="statement counts")
     write.record(None, Operation.INSERT)

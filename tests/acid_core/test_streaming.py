@@ -7,10 +7,10 @@ import os
 import pytest
 
 from acid_core.errors import InvalidRowError, NotTransactionalError, TxnStateError
-from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
 from acid_core.metastore.engine import ManualClock
-from acid_core.streaming import StreamingConnection
+from acid_core.read.merge import read_snapshot
+from acid_core.write.streaming import StreamingConnection
 
 
 @pytest.fixture

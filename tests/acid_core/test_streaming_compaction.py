@@ -16,10 +16,10 @@ import pyarrow.orc as pa_orc
 import pytest
 
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
-from acid_core.fs import FileSystem
-from acid_core.orc_columnar import EventStreamWriter, event_table
-from acid_core.orc_events import KEY_FIELDS, EventFile
-from acid_core.sorted_merge import merge_sorted
+from acid_core.format.orc_columnar import EventStreamWriter, event_table
+from acid_core.format.orc_events import KEY_FIELDS, EventFile
+from acid_core.read.sorted_merge import merge_sorted
+from acid_core.storage.fs import FileSystem
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ("o", "b", "r")
@@ -177,10 +177,10 @@ def test_the_stream_writer_refuses_a_batch_going_back_in_key_order_and_leaves_no
 BUILD = textwrap.dedent("""
     import sys
     import numpy as np, pyarrow as pa
-    from acid_core.fs import FileSystem
-    from acid_core.layout import base_dir_name, delta_dir_name, bucket_file_name
+    from acid_core.storage.fs import FileSystem
+    from acid_core.format.layout import base_dir_name, delta_dir_name, bucket_file_name
     from acid_core.metastore import Metastore
-    from acid_core.orc_columnar import EventStreamWriter, event_table
+    from acid_core.format.orc_columnar import EventStreamWriter, event_table
 
     root, rows = sys.argv[1], int(sys.argv[2])
     store = Metastore(f"sqlite:///{root}/metastore.db", warehouse=f"{root}/warehouse")
@@ -214,7 +214,7 @@ COMPACT = textwrap.dedent("""
     import json, resource, sys
     from acid_core.compaction.worker import CompactionWorker, local_runner
     from acid_core.metastore import Metastore
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     root = sys.argv[1]
     store = Metastore(f"sqlite:///{root}/metastore.db", warehouse=f"{root}/warehouse")

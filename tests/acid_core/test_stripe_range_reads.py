@@ -11,17 +11,17 @@ import pyarrow.dataset as pa_ds
 import pyarrow.orc as pa_orc
 import pytest
 
-from acid_core.delete_events import read_delete_keys, stripes_holding
 from acid_core.errors import CorruptFileError
-from acid_core.fs import FileSystem
-from acid_core.layout import base_dir_name, bucket_file_name, delta_dir_name
-from acid_core.merge import read_batches, read_snapshot
-from acid_core.orc_columnar import EventStreamWriter, event_table, null_rows
-from acid_core.orc_concat import stripe_row_counts
-from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, EventFile
-from acid_core.orc_stripe_range import StripeRangeFile
-from acid_core.rowid import encode_bucket
-from acid_core.validity import ValidWriteIdList
+from acid_core.format.delete_events import read_delete_keys, stripes_holding
+from acid_core.format.layout import base_dir_name, bucket_file_name, delta_dir_name
+from acid_core.format.orc_columnar import EventStreamWriter, event_table, null_rows
+from acid_core.format.orc_concat import stripe_row_counts
+from acid_core.format.orc_events import DELETE_OPERATION, INSERT_OPERATION, KEY_FIELDS, EventFile
+from acid_core.format.orc_stripe_range import StripeRangeFile
+from acid_core.format.rowid import encode_bucket
+from acid_core.format.validity import ValidWriteIdList
+from acid_core.read.merge import read_batches, read_snapshot
+from acid_core.storage.fs import FileSystem
 
 BUCKET = encode_bucket(0)
 
@@ -60,7 +60,7 @@ def _stripe_spans(path: str) -> list[tuple[int, int]]:
 def _damage_stripes(path: str, stripes: range) -> None:
     """Overwrite the data of the given stripes with garbage (their offsets and lengths from the footer)."""
     handle = pa.OSFile(path)
-    from acid_core.orc_concat import _F_STRIPES, _fields, _payload, _uint, read_tail
+    from acid_core.format.orc_concat import _F_STRIPES, _fields, _payload, _uint, read_tail
     part = read_tail(handle, path)
     handle.close()
     raw = part.values(_F_STRIPES)
@@ -118,9 +118,9 @@ def test_batches_of_later_stripes_never_decode_the_earlier_ones(base):
 
 def test_a_read_task_of_one_stripe_streams_it(base):
     """A Spark read task's unit (one stripe) comes in batches, not as a decoded stripe."""
-    from acid_core.merge import PartitionReader
-    from acid_core.read_plan import plan_read
-    from acid_core.state import get_acid_state
+    from acid_core.read.merge import PartitionReader
+    from acid_core.read.read_plan import plan_read
+    from acid_core.read.state import get_acid_state
     spans = _stripe_spans(str(base))
     target = 2
     _damage_stripes(str(base), range(0, target))
@@ -194,7 +194,7 @@ def test_a_split_cuts_at_a_stripe_end_when_that_costs_less_than_decoding_in_vain
     end of its stripe is nearer than DECODE_SHARE of the rows a part starting there would decode in vain (cut in 4,
     the first cut, 150,000 rows into the first stripe, moves 32,706 rows on to the stripe's end); both happen here."""
     from acid_core.compaction.plan import DECODE_SHARE, split_keys
-    from acid_core.read_plan import InsertSource
+    from acid_core.read.read_plan import InsertSource
 
     path = tmp_path / base_dir_name(1) / bucket_file_name(0)
     _write(str(path), INSERT_OPERATION, 1, np.arange(600_000, dtype=np.int64), stripe_rows=150_000)

@@ -13,8 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from acid_core.errors import InvalidNameError, LockTimeoutError, UsageError, WriteConflictError
-from acid_core.housekeeping import HousekeepingReport, housekeep
-from acid_core.layout import (
+from acid_core.format.layout import (
     WriteStaging,
     compaction_staging_name,
     delta_dir_name,
@@ -26,7 +25,8 @@ from acid_core.metastore import schema as s
 from acid_core.metastore.engine import Clock, Identity
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
-from acid_core.table_write import TableWrite, strongest
+from acid_core.operations.housekeeping import HousekeepingReport, housekeep
+from acid_core.write.table_write import TableWrite, strongest
 
 SPAWN = multiprocessing.get_context("spawn")
 COLUMNS = (("id", "bigint"), ("name", "string"))
@@ -163,7 +163,7 @@ def test_a_write_conflict_at_commit_removes_what_the_loser_staged_and_published(
 # --- killed writes: housekeeping removes their staging --------------------------------------------------------------
 def _insert_then_die_before_publishing(url: str, warehouse: str) -> None:
     """Child process: an INSERT whose process is SIGKILLed once its files are staged, before they are renamed."""
-    from acid_core.publish import Publication
+    from acid_core.write.publish import Publication
 
     def die(*_args, **_kwargs):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -1,4 +1,4 @@
-"""acid_core.types: Hive type strings parsed (on pyorc's parser) into one model, named canonically, mapped to Arrow."""
+"""acid_core.format.types: Hive type strings parsed (on pyorc's parser) into one model, named canonically, mapped to Arrow."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pyorc
 import pytest
 
 from acid_core.errors import InvalidTypeError, SchemaMismatchError
-from acid_core.orc_events import Column
-from acid_core.types import HiveType, arrow_struct, parse_type
+from acid_core.format.orc_events import Column
+from acid_core.format.types import HiveType, arrow_struct, parse_type
 
 PRIMITIVES = {"tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
               "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(), "string": pa.string(),

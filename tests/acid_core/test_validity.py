@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from acid_core.errors import AcidError, InvalidValidityListError
-from acid_core.validity import (
+from acid_core.format.validity import (
     RangeResponse,
     ValidCleanerWriteIdList,
     ValidCompactorWriteIdList,

@@ -13,9 +13,9 @@ import pytest
 from support.model import table_by_row_id, tree, v1_bucket_property
 
 from acid_core.errors import AcidError, InvalidRowError
-from acid_core.merge import read_snapshot
-from acid_core.rowid import RowId
-from acid_core.writer import EmbeddedWriter
+from acid_core.format.rowid import RowId
+from acid_core.read.merge import read_snapshot
+from acid_core.write.writer import EmbeddedWriter
 
 COLUMNS = [("id", "int"), ("name", "string")]
 B0, B1 = v1_bucket_property(0), v1_bucket_property(1)

@@ -25,9 +25,9 @@ import pytest
 from support.platform_processes import ROOT, clean_environment, free_port, kill_sessions, leftovers, sessions_of
 
 from acid_core.compaction.initiator import run_initiator
-from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
+from acid_core.read.merge import read_snapshot
 from acid_platform import load_settings, platform_environment
 
 READ_BACK = """

@@ -65,7 +65,7 @@ class AbortWhenWorking(threading.Thread):
 
     def run(self) -> None:
         from acid_core.metastore import Metastore
-        from acid_core.metastore.compactions import CompactionState
+        from acid_core.metastore.codes import CompactionState
 
         store = Metastore(self.url, warehouse=self.warehouse)
         try:
@@ -117,7 +117,7 @@ def _big_partition(ms) -> str:
 
 def _reader_view(ms, location: str) -> tuple[list[str], list[str]]:
     """What a reader uses under a snapshot taken now (base and deltas), and the visible entries of the directory."""
-    from acid_core.state import get_acid_state
+    from acid_core.read.state import get_acid_state
 
     snapshot = ms.txns.snapshot(["default.t"])
     state = get_acid_state(location, write_ids=snapshot.write_ids["default.t"], txns=snapshot.txns)
@@ -130,7 +130,7 @@ def _assert_unchanged(ms, location: str, before: tuple[list[str], list[str]]) ->
     same rows; no transaction left open (the compactor's was aborted)."""
     import pyarrow.compute as pc
 
-    from acid_core.merge import read_snapshot
+    from acid_core.read.merge import read_snapshot
 
     assert _reader_view(ms, location) == before
     assert [name for name in os.listdir(location) if name.startswith(".")] == [], "hidden output left behind"
@@ -143,7 +143,7 @@ def _assert_unchanged(ms, location: str, before: tuple[list[str], list[str]]) ->
 
 def _assert_aborted_entry(ms, compaction_id: int) -> None:
     """SHOW COMPACTIONS shows the entry aborted by the view (not failed), its worker's failure not recorded over it."""
-    from acid_core.metastore.compactions import CompactionState
+    from acid_core.metastore.codes import CompactionState
 
     [shown] = ms.compactions.show(compaction_id=compaction_id)
     assert (shown.state, shown.error_message) == (CompactionState.ABORTED, f"Compaction Aborted by {BY}.")
@@ -153,7 +153,7 @@ def _assert_aborted_entry(ms, compaction_id: int) -> None:
 def _assert_caught_running(watcher: AbortWhenWorking) -> None:
     """Its result directory was still hidden just after the abort, without the ACID format file the worker writes
     once its tasks have ended: the abort came while the Spark job ran."""
-    from acid_core.layout import ACID_FORMAT_FILE
+    from acid_core.format.layout import ACID_FORMAT_FILE
 
     assert watcher.result_files and all(
         files is not None and ACID_FORMAT_FILE not in files for files in watcher.result_files.values()), \
@@ -171,7 +171,7 @@ def _stop_path(output: str) -> str:
 @pytest.mark.timeout(300)
 def test_a_batch_compaction_aborted_while_its_spark_job_runs_ends_the_task_skipped(
         acid_connection, warehouse, make_ms, dagbag, monkeypatch, statsd, capfd):
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     monkeypatch.setenv("ACID_PROGRESS_SECONDS", "1")  # the driver's progress lines show the job running
     ms = make_ms()

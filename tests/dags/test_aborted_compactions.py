@@ -98,7 +98,7 @@ def test_compactions_aborted_while_their_tasks_run_or_wait_end_them_skipped(acid
     """acid_compact queues two compactions, one mapped task each. Once the first task has started spark-submit,
     both are aborted: the first one's driver finds its entry aborted; the second task finds it so before it starts
     anything. Both tasks are skipped saying so; the run succeeds; no asset event; each counted once."""
-    from acid_core.metastore.compactions import CompactionState
+    from acid_core.metastore.codes import CompactionState
 
     ms = make_ms()
     _table(ms, ["d1", "d2"])
@@ -134,7 +134,7 @@ def test_a_batch_with_an_aborted_compaction_among_others_succeeds_listing_it(aci
                                                                              tmp_path, monkeypatch, statsd):
     """The entry the worker slot started its application for is aborted before the driver takes it; the driver runs
     the others. The task succeeds, its summary lists the aborted one, and the asset event names only the others."""
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     ms = make_ms()
     days = ["d1", "d2", "d3"]
@@ -169,7 +169,7 @@ def test_a_batch_with_an_aborted_compaction_among_others_succeeds_listing_it(aci
 @pytest.mark.spark
 def test_a_batch_whose_every_compaction_was_aborted_is_skipped(acid_connection, make_ms, dagbag, tmp_path,
                                                               monkeypatch, statsd, capfd):
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms = make_ms()
     _table(ms, ["d1"])

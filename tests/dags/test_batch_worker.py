@@ -26,7 +26,7 @@ HOUSEKEEPING = {"worker_timeout_seconds": 1, "txn_timeout_seconds": 300, "lease_
 def _table(ms, name: str, days: list[str], *, params: dict | None = None, big: str | None = None) -> None:
     """`default.<name>` partitioned by ds; each day two one-row deltas, day `big` three deltas of 150,000 rows (its
     compaction takes a few seconds)."""
-    from acid_core.table import AcidTable
+    from acid_core.write.table import AcidTable
 
     info = ms.catalog.create_table("default", name, COLUMNS, params={"transactional": "true", **(params or {})},
                                    partition_keys=[("ds", "string")])
@@ -41,7 +41,7 @@ def _table(ms, name: str, days: list[str], *, params: dict | None = None, big: s
 
 
 def _rows(ms, name: str, day: str) -> list[tuple]:
-    from acid_core.merge import read_snapshot
+    from acid_core.read.merge import read_snapshot
 
     snapshot = ms.txns.snapshot([f"default.{name}"])
     table = read_snapshot(ms.catalog.get_table("default", name).partition_location(f"ds={day}"),
@@ -71,7 +71,7 @@ def _kill_batch_application_when(condition, *, timeout: float = 300) -> threadin
 
 
 def test_a_killed_application_mid_batch_loses_nothing_and_runs_nothing_twice(acid_connection, make_ms, dagbag):
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     ms = make_ms()
     days = ["d1", "d2", "d3", "d4", "d5"]
@@ -124,7 +124,7 @@ def test_a_killed_application_mid_batch_loses_nothing_and_runs_nothing_twice(aci
 
 def test_entries_with_other_spark_settings_get_their_own_application_in_enqueue_order(acid_connection, make_ms,
                                                                                        dagbag):
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     ms = make_ms()
     _table(ms, "plain", ["a1", "a2"])
@@ -147,7 +147,7 @@ def test_entries_with_other_spark_settings_get_their_own_application_in_enqueue_
 def test_a_failing_compaction_fails_the_task_by_name_and_its_neighbours_compact(acid_connection, make_ms, dagbag):
     from pathlib import Path
 
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     ms = make_ms()
     _table(ms, "t", ["d1", "d2", "d3"])
@@ -170,7 +170,7 @@ def test_a_failing_compaction_fails_the_task_by_name_and_its_neighbours_compact(
 
 def test_an_entry_whose_settings_cannot_be_used_is_recorded_failed_and_starts_no_application(
         acid_connection, make_ms, dagbag, recording_spark_submit):
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     ms = make_ms()
     _table(ms, "t", ["d1"])

@@ -2,7 +2,7 @@
 worker on loopback, the worker started in a clean environment (its own working directory, no PYTHONPATH, no
 PYSPARK_PYTHON, on PATH only a Python of the driver's version that cannot import acid_core or pyarrow), and on it a
 compaction through AcidCompactionOperator in a real `dag.test()`, a Spark read through spark_jobs and an `acid sql`
-UPDATE. The executors get the code zip and the packed environment of `acid_core.shipping`; this run's own
+UPDATE. The executors get the code zip and the packed environment of `acid_deploy.shipping`; this run's own
 interpreter, although named by PYSPARK_PYTHON in the drivers' environment, must not be what they run.
 
 Where the executors' Python really ran is read from the worker's side: the worker's environment sets
@@ -108,7 +108,7 @@ def run_driver(command: list[str], environment: dict[str, str], cwd: Path, clust
 
 def test_compaction_read_and_update_on_a_node_with_only_spark_and_python(
         clean_cluster, shipping, acid_connection, make_ms, dagbag, monkeypatch, tmp_path):
-    from acid_core.metastore.compactions import CompactionState
+    from acid_core.metastore.codes import CompactionState
 
     cluster, pycache = clean_cluster
     plain, build_dir = shipping
@@ -173,7 +173,7 @@ def test_compaction_read_and_update_on_a_node_with_only_spark_and_python(
 
 def rows(ms, info) -> list[tuple]:
     """The table's rows under a snapshot taken now (acid_core's own reader, no Spark), sorted."""
-    from acid_core.merge import read_snapshot
+    from acid_core.read.merge import read_snapshot
 
     snapshot = ms.txns.snapshot(["default.clean"])
     table = read_snapshot(info.location, write_ids=snapshot.write_ids["default.clean"], txns=snapshot.txns)

@@ -151,7 +151,7 @@ def test_housekeeping_dag_honours_txn_timeout_and_history_params(acid_connection
 
     from support.queue_tables import ensure_table
 
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms = make_ms()
     ensure_table(ms, "default", "t", None)
@@ -177,9 +177,9 @@ def test_housekeeping_dag_honours_txn_timeout_and_history_params(acid_connection
 
 def _compacted_table(ms) -> tuple[Path, int]:
     from acid_core.compaction.worker import CompactionWorker
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
     from acid_core.metastore.txns import Operation
-    from acid_core.writer import EmbeddedWriter
+    from acid_core.write.writer import EmbeddedWriter
 
     info = ms.catalog.create_table("default", "t", COLUMNS, params={"transactional": "true"})
     writer = EmbeddedWriter(info.location, columns=info.columns)
@@ -195,7 +195,7 @@ def _compacted_table(ms) -> tuple[Path, int]:
 
 
 def test_cleaner_dag_dry_run_removes_nothing_then_real_run_cleans(acid_connection, make_ms, dagbag):
-    from acid_core.metastore.compactions import CompactionState
+    from acid_core.metastore.codes import CompactionState
 
     ms = make_ms()
     location, compaction_id = _compacted_table(ms)

@@ -87,7 +87,7 @@ def no_server_side_copy(backend, request):
 
 def entries(location: str) -> list[str]:
     """Every entry of a directory, hidden ones too (local or S3)."""
-    from acid_core.fs import FileSystem
+    from acid_core.storage.fs import FileSystem
 
     fs, path = FileSystem.resolve(location)
     return [entry.name for entry in fs.list_dir(path, missing_ok=True)]
@@ -105,7 +105,7 @@ class Tables:
                                             partition_keys=[("ds", "string")] if partitioned else None)
 
     def insert(self, name: str, ds: str | None, count: int, *, abort: bool = False) -> None:
-        from acid_core.table import AcidTable
+        from acid_core.write.table import AcidTable
 
         partition = {"ds": ds} if ds is not None else None
         rows = [(self.random.randrange(2**31), f"{self.random.getrandbits(96):024x}") for _ in range(count)]
@@ -118,7 +118,7 @@ class Tables:
 
     def stream(self, name: str, ds: str, transactions: int, *, abort: bool = False) -> None:
         """`transactions` streaming transactions of one row each, one delta per transaction (batches of one)."""
-        from acid_core.streaming import StreamingConnection
+        from acid_core.write.streaming import StreamingConnection
 
         with StreamingConnection(self.ms, "default", name, partition={"ds": ds}, batch_size=1) as stream:
             for number in range(transactions):
@@ -130,7 +130,7 @@ class Tables:
         """Set-up only: a base from the local worker, cleaned, so the partition starts as one base."""
         from acid_core.compaction.cleaner import clean
         from acid_core.compaction.worker import CompactionWorker
-        from acid_core.metastore.compactions import CompactionType
+        from acid_core.metastore.codes import CompactionType
 
         partition = f"ds={ds}" if ds is not None else None
         compaction_id = self.ms.compactions.enqueue("default", name, partition, CompactionType.MAJOR).compaction_id
@@ -138,7 +138,7 @@ class Tables:
         clean(self.ms, log=lambda line: None)
 
     def rows(self, name: str, ds: str | None, snapshot=None) -> list[tuple]:
-        from acid_core.merge import read_snapshot
+        from acid_core.read.merge import read_snapshot
 
         full = f"default.{name}"
         snapshot = snapshot or self.ms.txns.snapshot([full])
@@ -166,7 +166,7 @@ def _map_labels(dag_run) -> list[str]:
 def test_initiator_queues_worker_compacts_on_spark_and_cleaner_waits_for_open_readers(acid_connection, make_ms,
                                                                                       dagbag):
     from acid_core.compaction.initiator import find_candidates
-    from acid_core.metastore.compactions import CompactionState
+    from acid_core.metastore.codes import CompactionState
 
     ms = make_ms()
     tables = Tables(ms)
@@ -303,7 +303,7 @@ def test_manual_run_compacts_the_chosen_partition(acid_connection, make_ms, dagb
 
 @pytest.mark.parametrize("backend", KILLED, indirect=True)
 def test_killed_compaction_is_put_back_by_housekeeping_and_retried(acid_connection, make_ms, dagbag, tmp_path):
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     ms = make_ms()
     tables = Tables(ms)
@@ -369,7 +369,7 @@ def test_compaction_whose_spark_job_cannot_start_is_recorded_failed(acid_connect
     import json
     import shutil
 
-    from acid_core.metastore.compactions import CompactionState
+    from acid_core.metastore.codes import CompactionState
 
     assert shutil.which("spark3-submit") is None
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(

@@ -1,6 +1,6 @@
 """One launcher (issue 26): the Airflow task (the real acid_compact DAG, AcidCompactionOperator through the
 apache-spark provider) and `acid compact run` submit the same spark-submit command with the same driver environment
-for the same compaction, both built by `acid_core.compaction.launch`; the operator reads the Spark connection's
+for the same compaction, both built by `acid_deploy.launch`; the operator reads the Spark connection's
 master from its public fields as the provider does. The spark-submit of the task is a real executable that records
 its arguments and environment and starts nothing (support.dag_support.install_recording_spark_submit)."""
 
@@ -41,7 +41,7 @@ def _comparable(argv: list[str]) -> list[str]:
 def test_the_cli_and_the_airflow_task_submit_the_same_command(acid_connection, metastore_url, tmp_path, make_ms,
                                                               dagbag, recording_spark_submit, monkeypatch):
     from acid_cli import compact as compact_command
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms = make_ms()
     ms.catalog.set_database_params("default", {"hive.compactor.job.queue": "etl"})
@@ -106,7 +106,7 @@ def test_killing_the_task_stops_its_spark_submit(tmp_path, monkeypatch):
     """on_kill reaches the running spark-submit through the provider hook's public on_kill."""
     from acid_plugin.operators import AcidCompactionOperator
 
-    from acid_core.compaction import launch
+    from acid_deploy import launch
 
     started = tmp_path / "started"
     bin_dir = tmp_path / "bin"

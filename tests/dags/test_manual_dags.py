@@ -106,7 +106,7 @@ def test_settings_refuses_hostile_values_before_a_run(acid_connection, make_ms, 
 # --- acid_compact ----------------------------------------------------------------------------------------------------
 def _partitioned_table(ms):
     """default.p partitioned by ds, with 3 committed deltas in ds=2026-01-01 and one in ds=2026-01-02."""
-    from acid_core.table import AcidTable
+    from acid_core.write.table import AcidTable
 
     info = ms.catalog.create_table("default", "p", COLUMNS, partition_keys=[("ds", "string")],
                                    params={"transactional": "true"})
@@ -177,7 +177,7 @@ def test_compact_refuses_bad_table_or_partition(acid_connection, make_ms, dagbag
 
 
 def test_compact_queues_a_rebalance_into_n_buckets(acid_connection, make_ms, dagbag):
-    from acid_core.compaction.codes import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms = make_ms()
     _partitioned_table(ms)

@@ -103,7 +103,7 @@ def _table(ms, name: str, batches: int, rows: int) -> None:
 @pytest.mark.spark
 def test_a_compaction_and_its_cleaning_send_the_documented_metrics_and_log_progress(acid_connection, make_ms,
                                                                                      dagbag, statsd, capfd):
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     ms = make_ms()
     _table(ms, "sales", 3, 2_000)
@@ -156,7 +156,7 @@ def test_a_compaction_and_its_cleaning_send_the_documented_metrics_and_log_progr
 
 
 def _files(location: str, name: str):
-    from acid_core.fs import FileSystem
+    from acid_core.storage.fs import FileSystem
 
     fs, path = FileSystem.resolve(location)
     return [e for e in fs.list_dir(fs.join(path, name)) if not e.is_dir]
@@ -165,7 +165,7 @@ def _files(location: str, name: str):
 @pytest.mark.airflow
 def test_notifier_fires_on_a_failed_compaction_and_on_the_failed_threshold(acid_connection, make_ms, dagbag, statsd,
                                                                            monkeypatch):
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(  # a spark-submit that cannot start: failed
         {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark3-submit"}}))
@@ -191,7 +191,7 @@ def test_notifier_fires_on_a_failed_compaction_and_on_the_failed_threshold(acid_
 
 @pytest.mark.airflow
 def test_housekeeping_alerts_once_on_a_compaction_working_too_long(acid_connection, make_ms, dagbag, statsd):
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms = make_ms()
     _table(ms, "slow", 1, 1)
@@ -222,7 +222,7 @@ def test_threshold_rules_alert_once_per_level_with_the_partition_and_the_deploym
     from airflow.models import Variable
 
     from acid_core.compaction.worker import CompactionWorker
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     Variable.delete("acid_alert_levels.acid_metastore")  # levels another test's metastore left
     ms = make_ms()
@@ -269,7 +269,7 @@ def test_every_counter_and_timer_reaches_the_wire_under_its_documented_name_and_
 
     from acid_core.compaction.cleaner import CleanResult
     from acid_core.metastore.engine import outage_counts
-    from acid_core.metrics import COMPACTION_OUTCOMES, all_metrics
+    from acid_core.operations.metrics import COMPACTION_OUTCOMES, all_metrics
 
     start = len(statsd.lines)
     run = {"duration_seconds": 1.5, "events_read": 10, "events_written": 8, "bytes_read": 100, "bytes_written": 80,

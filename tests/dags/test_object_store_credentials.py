@@ -23,7 +23,7 @@ def _point_at_credentials(monkeypatch, metastore_url: str, warehouse: str, aws_c
 
 def test_credentials_of_the_aws_connection_reach_spark_submit_by_environment_only(
         acid_connection, metastore_url, warehouse, make_ms, dagbag, recording_spark_submit, monkeypatch, caplog):
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     monkeypatch.setenv("AIRFLOW_CONN_AWS_WAREHOUSE", json.dumps(
         {"conn_type": "aws", "login": "AKIATESTKEYID", "password": SECRET,

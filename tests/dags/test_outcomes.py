@@ -192,7 +192,7 @@ def test_compactions_emit_events_naming_them_and_a_refused_one_is_skipped(acid_c
     """A compaction's events carry database, table, partition, id and type, on `acid_compacted` and on the table's
     own asset; a compaction the worker refuses (nothing to compact) is skipped with Hive's reason and emits none."""
     from acid_core.compaction.worker import REFUSED_MESSAGE
-    from acid_core.metastore.compactions import CompactionState
+    from acid_core.metastore.codes import CompactionState
 
     ms = make_ms()
     _sales(ms, {"2026-01-01": 2, "2026-01-02": 1})

@@ -68,7 +68,7 @@ def _sql(ms, text: str) -> list[dict]:
 
 def test_a_labelled_pools_compactions_run_in_its_own_dag_and_airflow_pool(acid_connection, make_ms, dagbag,
                                                                          recording_spark_submit):
-    from acid_core.table import AcidTable
+    from acid_core.write.table import AcidTable
 
     ms = make_ms()
     ms.catalog.create_database("etl_db")

@@ -52,7 +52,7 @@ def _variable(key: str):
 def test_a_poll_queues_and_finishes_while_a_compaction_is_working(acid_connection, make_ms, dagbag, no_spark):
     """One long compaction (working) holds nothing up: the poll queues the other partitions, runs no compaction,
     and wakes the worker through the asset; a poll that queued nothing emits nothing."""
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     ms = make_ms()
     _partitioned(ms, "sales", ["a", "b"])
@@ -168,7 +168,7 @@ def test_worker_runs_do_not_run_one_entry_twice(acid_connection, make_ms, dagbag
     finds nothing waiting, is skipped, and submits nothing (no spark-submit: it would have failed)."""
     from airflow.sdk.listener import get_listener_manager
 
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     ms = make_ms()
     _partitioned(ms, "sales", ["a", "b"])
@@ -195,7 +195,7 @@ def test_worker_runs_do_not_run_one_entry_twice(acid_connection, make_ms, dagbag
 def test_a_worker_run_starts_as_many_workers_as_slots_and_compactions_wait(acid_connection, make_ms, dagbag):
     """`workers` caps the `compact` tasks of a run (the pool's slots), fewer when fewer wait, and `max_compactions`
     is shared between them; an empty queue starts none."""
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms = make_ms()
     _partitioned(ms, "sales", ["a", "b", "c"])

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.airflow
 
 def test_compactor_spark_properties_reach_the_spark_submit_command(acid_connection, make_ms, dagbag,
                                                                    recording_spark_submit):
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms = make_ms()
     ms.catalog.set_database_params("default", {"hive.compactor.job.queue": "etl",
@@ -43,7 +43,7 @@ def test_a_cluster_master_ships_the_code_and_names_the_executors_python_never_th
         acid_connection, make_ms, dagbag, recording_spark_submit, monkeypatch, tmp_path):
     """spark_default naming a standalone master and a prebuilt environment: the command ships the code zip and that
     archive, and neither its settings nor spark-submit's environment give executors this worker's interpreter."""
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1:9",
         "extra": {"spark-binary": "spark3-submit", "acid-executor-env": "hdfs:///envs/acid.tar.gz"}}))
@@ -68,7 +68,7 @@ def test_a_cluster_master_ships_the_code_and_names_the_executors_python_never_th
 
 def test_a_bad_executor_setting_fails_the_task_before_spark_submit(acid_connection, make_ms, dagbag,
                                                                    recording_spark_submit, monkeypatch):
-    from acid_core.metastore.compactions import CompactionState, CompactionType
+    from acid_core.metastore.codes import CompactionState, CompactionType
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn",
         "extra": {"spark-binary": "spark3-submit", "acid-executor-env": "sometimes"}}))

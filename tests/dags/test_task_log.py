@@ -129,7 +129,7 @@ def test_a_compaction_task_logs_start_progress_and_end_and_no_noise(acid_connect
 def test_a_batch_logs_each_compaction_and_no_noise(acid_connection, make_ms, dagbag, capfd, operator_machine):
     """Two small partitions share one Spark job of the batch application (SparkRunner.run_group): each still gets
     its start, its progress (its own tasks and events) and its end line."""
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms = make_ms()
     _table(ms, "t", ["d1", "d2"])

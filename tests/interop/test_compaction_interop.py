@@ -22,15 +22,15 @@ import pytest
 
 from acid_core.compaction.execute import run_bucket
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.layout import parse_directory
-from acid_core.merge import read_snapshot
+from acid_core.format.layout import parse_directory
+from acid_core.format.rowid import RowId, encode_bucket
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.engine import Identity, ManualClock
 from acid_core.metastore.txns import Operation
-from acid_core.rowid import RowId, encode_bucket
-from acid_core.table import AcidTable
-from acid_core.table_write import TableWrite
+from acid_core.read.merge import read_snapshot
+from acid_core.write.table import AcidTable
+from acid_core.write.table_write import TableWrite
 
 from .harness import HiveHarness, sort_rows
 

@@ -32,10 +32,10 @@ from support.acid_utils_cases import HIVE2_CASES, AcidStateCase
 
 from acid_cli.main import main as acid_main
 from acid_core.errors import NotEnoughHistoryError
-from acid_core.rowid import RowId, encode_bucket
-from acid_core.state import get_acid_state
-from acid_core.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
-from acid_core.writer import EmbeddedWriter
+from acid_core.format.rowid import RowId, encode_bucket
+from acid_core.format.validity import ValidCompactorWriteIdList, ValidTxnList, ValidWriteIdList
+from acid_core.read.state import get_acid_state
+from acid_core.write.writer import EmbeddedWriter
 
 from .harness import HiveHarness, sort_rows
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from support.ui_auth import token_for
 
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
 
 pytestmark = pytest.mark.airflow
 
@@ -216,7 +216,7 @@ def test_table_list_and_health_match_the_metastore_and_files(as_admin, tables):
 
 def test_failed_threshold_and_table_settings_show_in_health(as_admin, tables):
     from acid_core.metastore import Metastore
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     ms = Metastore(tables["url"], warehouse=tables["warehouse"])
     try:

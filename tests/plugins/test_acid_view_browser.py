@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from acid_core.health import table_health
 from acid_core.metastore import Metastore
+from acid_core.operations.health import table_health
 
 pytestmark = [pytest.mark.browser, pytest.mark.airflow, pytest.mark.slow]
 

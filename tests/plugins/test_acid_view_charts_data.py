@@ -1,6 +1,6 @@
 """What the ACID view's charts draw, computed in acid_core (no Airflow): the queue, outcomes and working times of a
-table whose real compactions ran over six hours (acid_core.history_stats), its health score and top partitions
-(acid_core.health_score), "Due" under NO_AUTO_COMPACTION (acid_core.health), and the chart queries' plans: by index,
+table whose real compactions ran over six hours (acid_core.operations.history_stats), its health score and top partitions
+(acid_core.operations.health_score), "Due" under NO_AUTO_COMPACTION (acid_core.operations.health), and the chart queries' plans: by index,
 LIMITed, never a scan of COMPLETED_COMPACTIONS (on SQLite and PostgreSQL)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from sqlalchemy import event
 from support import ui_tables
 
 from acid_core.errors import UsageError
-from acid_core.health import PartitionHealth, table_health
-from acid_core.health_score import partition_score, table_score
-from acid_core.history_stats import MAX_HOURS, OUTCOMES, _oldest, _peaks, history_stats, step_for
 from acid_core.metastore import Metastore
+from acid_core.operations.health import PartitionHealth, table_health
+from acid_core.operations.health_score import partition_score, table_score
+from acid_core.operations.history_stats import MAX_HOURS, OUTCOMES, _oldest, _peaks, history_stats, step_for
 
 MINUTE = 60_000
 

@@ -9,8 +9,8 @@ import re
 
 from support.metrics_docs import alerts_table, documented_metrics, metrics_table
 
-from acid_core import alerts
-from acid_core.metrics import (
+from acid_core.operations import alerts
+from acid_core.operations.metrics import (
     AcidMetrics,
     DeltaReading,
     PartitionDeltas,
@@ -46,7 +46,7 @@ def test_the_hive_column_names_the_hive_constant_of_each_metric_that_has_one():
 def test_the_gauge_functions_send_exactly_the_registered_gauges():
     from acid_core.compaction.candidates import Candidate
     from acid_core.compaction.initiator import Decision
-    from acid_core.metastore.compactions import CompactionType
+    from acid_core.metastore.codes import CompactionType
 
     deltas = DeltaReading((PartitionDeltas("default", "t", None, 3, 1, 2),))
     decisions = [Decision(Candidate("default", "t", None), CompactionType.MAJOR, "11 deltas")]

@@ -1,4 +1,4 @@
-"""One launcher (issue 26): `acid_core.compaction.launch` is the only code that says what a compaction's spark-submit
+"""One launcher (issue 26): `acid_deploy.launch` is the only code that says what a compaction's spark-submit
 is, and what it says keeps the metastore password off the command line. No Spark, no Airflow: the fast lane.
 
 The Airflow task and `acid compact run` submitting the same command is tests/dags/test_launcher_parity.py."""
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from acid_core.compaction import launch
 from acid_core.metastore.engine import ENV_PASSWORD, ENV_URL
+from acid_deploy import launch
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = ("acid_core", "acid_cli", "plugins", "dags", "spark_jobs", "acid_platform")
-LAUNCHER = "acid_core/compaction/launch.py"
+CODE = ("acid_core", "acid_deploy", "acid_cli", "plugins", "dags", "spark_jobs", "acid_platform")
+LAUNCHER = "acid_deploy/launch.py"
 # spark-submit's own options, and the compaction job's (spark_jobs/compact.py): a list or tuple holding one of them
 # is a command line being put together
 SPARK_SUBMIT_OPTIONS = {"--master", "--conf", "--py-files", "--archives", "--files", "--jars", "--packages",
@@ -136,7 +136,7 @@ def test_the_driver_runs_this_interpreter_and_the_executors_the_shipped_python()
 
 
 def test_cluster_deploy_mode_is_refused():
-    from acid_core.shipping import ExecutorOptions
+    from acid_deploy.shipping import ExecutorOptions
 
     with pytest.raises(launch.LaunchError, match="deploy mode 'cluster' is not supported"):
         launch.shipped_conf("spark://m:7077", ExecutorOptions(), deploy_mode="cluster")

@@ -127,13 +127,15 @@ def test_an_environment_variable_is_read_as_make_run_reads_it():
 def test_the_cores_defaults_are_the_registrys():
     """No default of a setting is typed twice: what the core's functions and constants default to is the entry."""
     from acid_cli.sql.session import Session
-    from acid_core.compaction import cleaner, initiator, job_conf, pools
-    from acid_core.housekeeping import housekeep
+    from acid_core.compaction import cleaner, initiator
+    from acid_core.format.orc_columnar import DEFAULT_STRIPE_BYTES
+    from acid_core.metastore import pools
     from acid_core.metastore.compactions import HistoryRetention
     from acid_core.metastore.locks import LockManager
     from acid_core.metastore.txns import DEFAULT_TXN_TIMEOUT_MS
-    from acid_core.orc_columnar import DEFAULT_STRIPE_BYTES
-    from acid_core.table_write import TableWrite
+    from acid_core.operations.housekeeping import housekeep
+    from acid_core.write.table_write import TableWrite
+    from acid_deploy import job_conf
 
     def default(function, name):
         return inspect.signature(function).parameters[name].default

@@ -28,9 +28,9 @@ import pytest
 from support.big_partition import build, digest  # noqa: E402
 from support.capped_jobs import MEMORY_SIGNS  # noqa: E402
 
-from acid_core.fs import FileSystem  # noqa: E402
+from acid_core.format.orc_concat import stripe_row_counts  # noqa: E402
 from acid_core.metastore import Metastore  # noqa: E402
-from acid_core.orc_concat import stripe_row_counts  # noqa: E402
+from acid_core.storage.fs import FileSystem  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 CAP = "768m"

@@ -27,11 +27,11 @@ from support.compaction_support import (
 )
 
 from acid_core.compaction.worker import REFUSED_MESSAGE, CompactionWorker, local_runner
-from acid_core.layout import ACID_FORMAT_FILE
+from acid_core.format.layout import ACID_FORMAT_FILE
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
 from acid_core.metastore.engine import ManualClock
-from acid_core.state import get_acid_state
+from acid_core.read.state import get_acid_state
 
 pytestmark = pytest.mark.spark
 

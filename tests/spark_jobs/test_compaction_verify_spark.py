@@ -11,10 +11,10 @@ from support.model import table_by_row_id, tree
 
 from acid_core.compaction.verify import CompactionVerificationError
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.merge import read_snapshot
-from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.rowid import RowId
-from acid_core.table_write import TableWrite
+from acid_core.format.rowid import RowId
+from acid_core.metastore.codes import CompactionState, CompactionType
+from acid_core.read.merge import read_snapshot
+from acid_core.write.table_write import TableWrite
 from spark_jobs import compact
 
 pytestmark = pytest.mark.spark

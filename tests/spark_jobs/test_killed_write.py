@@ -13,10 +13,10 @@ import pytest
 from support.compaction_support import ROOT, compact_environment
 from support.processes import kill_session
 
-from acid_core.housekeeping import housekeep
-from acid_core.layout import parse_write_staging_name
-from acid_core.merge import read_snapshot
+from acid_core.format.layout import parse_write_staging_name
 from acid_core.metastore import Metastore
+from acid_core.operations.housekeeping import housekeep
+from acid_core.read.merge import read_snapshot
 
 pytestmark = pytest.mark.spark
 

@@ -26,8 +26,8 @@ from support.pg_server import PostgresServer
 from acid_core.compaction.cleaner import clean
 from acid_core.errors import AcidError
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.streaming import StreamingConnection
+from acid_core.metastore.codes import CompactionState, CompactionType
+from acid_core.write.streaming import StreamingConnection
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 DOWN_SECONDS = 10

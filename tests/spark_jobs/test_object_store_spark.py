@@ -10,9 +10,9 @@ import pytest
 
 from acid_core.compaction.cleaner import clean
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.fs import FileSystem
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
+from acid_core.storage.fs import FileSystem
 from spark_jobs import write
 from spark_jobs.compact import SparkRunner
 from spark_jobs.read import read_table

@@ -17,9 +17,9 @@ from support.sql_sessions import run
 
 import spark_jobs.read
 from acid_cli.sql.session import Session
-from acid_core.fs import FileSystem
-from acid_core.merge import read_snapshot
-from acid_core.table_write import TableWrite
+from acid_core.read.merge import read_snapshot
+from acid_core.storage.fs import FileSystem
+from acid_core.write.table_write import TableWrite
 from spark_jobs import write
 
 pytestmark = pytest.mark.spark

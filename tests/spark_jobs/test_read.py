@@ -1,6 +1,6 @@
 """Reading ACID tables from PySpark (spark_jobs/read.py) against acid_core's own merge-on-read, row for row.
 
-Every comparison takes the rows `acid_core.merge.read_snapshot` returns for each partition under the same snapshot
+Every comparison takes the rows `acid_core.read.merge.read_snapshot` returns for each partition under the same snapshot
 (with row__id) and the catalog's partition values, in catalog partition order, and expects exactly those rows, in the
 same order, from `read_table(...).collect()`.
 """
@@ -28,13 +28,13 @@ from pyspark.sql.types import (
 )
 
 from acid_core.errors import MetastoreError, NotTransactionalError, PathOutsideTableError, SchemaMismatchError
-from acid_core.layout import ACID_FORMAT_FILE, base_dir_name, bucket_file_name
-from acid_core.merge import read_snapshot
+from acid_core.format.layout import ACID_FORMAT_FILE, base_dir_name, bucket_file_name
+from acid_core.format.orc_events import INSERT_OPERATION, EventFileWriter, parse_columns
+from acid_core.format.rowid import RowId, encode_bucket
 from acid_core.metastore import Metastore
-from acid_core.orc_events import INSERT_OPERATION, EventFileWriter, parse_columns
-from acid_core.rowid import RowId, encode_bucket
-from acid_core.streaming import StreamingConnection
-from acid_core.table import AcidTable
+from acid_core.read.merge import read_snapshot
+from acid_core.write.streaming import StreamingConnection
+from acid_core.write.table import AcidTable
 from spark_jobs.read import (
     _conform_array,
     hive_type_to_spark,
@@ -416,8 +416,8 @@ def test_a_read_task_loads_only_the_delete_events_of_the_buckets_it_reads(store,
     """Each bucket's rows are deleted through that bucket's delete file (Hive writes a delete event into the bucket
     of the row); a task reading bucket 0 only builds a registry from bucket 0's delete files."""
     import spark_jobs.read as read_module
-    from acid_core.merge import PartitionReader
-    from acid_core.read_plan import file_bucket
+    from acid_core.read.merge import PartitionReader
+    from acid_core.read.read_plan import file_bucket
 
     table = Table(store, "two_buckets", bucket_columns=["id"], num_buckets=2)
     table.insert([(i, f"n{i}", float(i)) for i in range(40)])

@@ -9,7 +9,7 @@ import pytest
 from support.compaction_tables import check_result_directory, directories, make_table, read_rows, write_history
 
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.txns import Operation
 from spark_jobs.compact import SparkRunner
 

@@ -12,7 +12,7 @@ import pytest
 from support.compaction_support import AcidTable, make_rows, run_compact
 from support.standalone_cluster import standalone_cluster as start_cluster
 
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

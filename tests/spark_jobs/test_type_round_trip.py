@@ -18,9 +18,9 @@ import pyorc
 import pytest
 from pyspark.sql.types import IntegerType, StringType, TimestampNTZType
 
-from acid_core.bucketing import bucket_function
-from acid_core.merge import read_snapshot
-from acid_core.types import parse_type
+from acid_core.format.bucketing import bucket_function
+from acid_core.format.types import parse_type
+from acid_core.read.merge import read_snapshot
 from spark_jobs import write
 from spark_jobs.read import read_table
 

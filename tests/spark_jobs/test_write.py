@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from acid_core.errors import AcidError
-from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
+from acid_core.read.merge import read_snapshot
 from spark_jobs import write
 
 pytestmark = pytest.mark.spark
@@ -212,7 +212,7 @@ def test_insert_rows_are_grouped_by_partition_and_bucket_without_a_per_row_loop(
     import numpy as np
     import pyarrow as pa
 
-    from acid_core.layout import partition_dir_name
+    from acid_core.format.layout import partition_dir_name
 
     batch = pa.record_batch([pa.array([1, 2, 3, 4, 5, 6]), pa.array(["a", None, "a", "b", None, "a"]),
                              pa.array([7, 7, 8, 7, 7, 7])], names=["id", "ds", "hr"])

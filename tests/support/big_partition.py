@@ -13,7 +13,7 @@ Two layouts: `own` (the project's writer, EventStreamWriter: stripes of about `s
 reach `stripe_bytes`, 64 MiB by default, so a compressible stripe decodes to many times that; ZLIB; 10,000-row index
 stride; Hive's `hive.acid.key.index`, `hive.acid.stats` and `hive.acid.version` user metadata).
 
-`digest` streams a snapshot of the partition (acid_core.merge.read_batches) and returns what the rows are: count,
+`digest` streams a snapshot of the partition (acid_core.read.merge.read_batches) and returns what the rows are: count,
 id sum, payload bytes and an order-independent hash of (id, write id) and of (id, write id, bucket, rowId), so a
 compaction that keeps ROW__IDs must leave all of them equal and a rebalance all but the last.
 """
@@ -29,13 +29,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.orc as pa_orc
 
-from acid_core.fs import FileSystem, local_scratch, put_scratch
-from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, base_dir_name, bucket_file_name, delta_dir_name
-from acid_core.merge import read_batches
+from acid_core.format.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION, base_dir_name, bucket_file_name, delta_dir_name
+from acid_core.format.orc_columnar import EventStreamWriter, _add_acid_metadata, event_table, null_rows
+from acid_core.format.orc_events import DELETE_OPERATION, INSERT_OPERATION, AcidStats
+from acid_core.format.rowid import encode_bucket
 from acid_core.metastore import Metastore
-from acid_core.orc_columnar import EventStreamWriter, _add_acid_metadata, event_table, null_rows
-from acid_core.orc_events import DELETE_OPERATION, INSERT_OPERATION, AcidStats
-from acid_core.rowid import encode_bucket
+from acid_core.read.merge import read_batches
+from acid_core.storage.fs import FileSystem, local_scratch, put_scratch
 
 COLUMNS = [("id", "bigint"), ("payload", "string"), ("amount", "double"), ("quantity", "int")]
 BATCH = 65_536

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for supp
 
 from acid_core.compaction.worker import CompactionWorker  # noqa: E402
 from acid_core.metastore import Metastore  # noqa: E402
-from acid_core.metastore.compactions import CompactionType  # noqa: E402
+from acid_core.metastore.codes import CompactionType  # noqa: E402
 from spark_jobs.compact import SPLIT_ROWS, SparkRunner  # noqa: E402
 from spark_jobs.session import build_session  # noqa: E402
 from support.big_partition import digest  # noqa: E402
@@ -66,14 +66,14 @@ def write(spark, store: Metastore) -> dict:
 
 def whole_partition(spark, store: Metastore) -> dict:
     """The control: one task holding the whole partition in memory at once, as compaction did before it streamed."""
-    from acid_core.merge import read_snapshot
+    from acid_core.read.merge import read_snapshot
 
     location = store.catalog.get_table("default", "plain").location
     snapshot = store.txns.snapshot(["default.plain"])
     write_ids, txns = str(snapshot.write_ids["default.plain"]), str(snapshot.txns)
 
     def whole(_):
-        from acid_core.validity import ValidTxnList, ValidWriteIdList
+        from acid_core.format.validity import ValidTxnList, ValidWriteIdList
 
         table = read_snapshot(location, write_ids=ValidWriteIdList.parse(write_ids), txns=ValidTxnList.parse(txns))
         return [table.num_rows]

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from acid_core.compaction.worker import CompactionWorker
-from acid_core.merge import read_snapshot
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionState, CompactionType
-from acid_core.table import AcidTable
+from acid_core.metastore.codes import CompactionState, CompactionType
+from acid_core.read.merge import read_snapshot
+from acid_core.write.table import AcidTable
 
 COLUMNS = (("id", "int"), ("name", "string"))
 MAJOR = CompactionType.MAJOR

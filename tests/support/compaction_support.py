@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from acid_core.merge import read_snapshot
+from acid_core.format.rowid import RowId
 from acid_core.metastore import Metastore
 from acid_core.metastore.locks import LockType
 from acid_core.metastore.txns import Operation, full_table_name
-from acid_core.rowid import RowId
-from acid_core.table_write import TableWrite
+from acid_core.read.merge import read_snapshot
+from acid_core.write.table_write import TableWrite
 from support.processes import kill_session
 
 ROOT = Path(__file__).resolve().parents[2]

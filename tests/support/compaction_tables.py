@@ -14,20 +14,20 @@ from pathlib import Path
 import pyarrow.orc as pa_orc
 import pyorc
 
-from acid_core.bucketing import bucket_function
 from acid_core.compaction.worker import CompactionWorker, Outcome
-from acid_core.layout import parse_bucket_file
-from acid_core.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_snapshot
+from acid_core.format.bucketing import bucket_function
+from acid_core.format.layout import parse_bucket_file
+from acid_core.format.orc_events import DEFAULT_STRIPE_ROWS
+from acid_core.format.rowid import RowId
+from acid_core.format.validity import ValidWriteIdList
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
 from acid_core.metastore.txns import Operation
-from acid_core.orc_events import DEFAULT_STRIPE_ROWS
-from acid_core.rowid import RowId
-from acid_core.state import get_acid_state
-from acid_core.table import AcidTable
-from acid_core.table_write import TableWrite
-from acid_core.validity import ValidWriteIdList
+from acid_core.read.merge import DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, read_snapshot
+from acid_core.read.state import get_acid_state
+from acid_core.write.table import AcidTable
+from acid_core.write.table_write import TableWrite
 from support.model import Snapshot, TableModel, table_by_row_id
 
 MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR

@@ -48,7 +48,7 @@ def task_states(dag_run) -> dict[str, str]:
 
 def dirs(location: Path | str) -> list[str]:
     """The visible entries of a table or partition directory (local or on S3), sorted."""
-    from acid_core.fs import FileSystem
+    from acid_core.storage.fs import FileSystem
 
     fs, path = FileSystem.resolve(str(location))
     return sorted(e.name for e in fs.list_dir(path, missing_ok=True) if not e.name.startswith((".", "_")))

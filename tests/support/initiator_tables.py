@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
-from acid_core.metastore.compactions import CompactionType
-from acid_core.table import AcidTable
-from acid_core.table_write import TableWrite
+from acid_core.metastore.codes import CompactionType
+from acid_core.write.table import AcidTable
+from acid_core.write.table_write import TableWrite
 
 MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR
 COLUMNS = (("id", "int"), ("name", "string"))

@@ -4,7 +4,7 @@ The model knows nothing of files, directories, stripes or delete registries: it 
 ROW__ID, the write ids that deleted it. A row is visible under a snapshot when the write id that inserted it is valid
 and no valid write id deleted it (hive-acid-reference.md section 5). ROW__IDs are plain tuples
 (writeId, bucketProperty, rowId) and the BucketCodec V1 formula is spelled out again here on purpose, so a mistake in
-acid_core.rowid cannot hide itself.
+acid_core.format.rowid cannot hide itself.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ full ACID table, a partition name of its keys), so these tests create the tables
 from __future__ import annotations
 
 from acid_core.errors import NoSuchObjectError
-from acid_core.layout import parse_partition_dir_name
+from acid_core.format.layout import parse_partition_dir_name
 from acid_core.metastore import Metastore
 
 ACID = {"transactional": "true"}

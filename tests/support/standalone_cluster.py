@@ -2,7 +2,7 @@
 installation, stopped with everything they started; the worker either in this environment or in a clean one (another
 working directory, no PYTHONPATH, no PYSPARK_PYTHON, only a plain Python that cannot import acid_core or pyarrow on
 PATH), like a node that has nothing but Spark and Python. Also the plain Python, and the executors' settings that
-point `acid_core.shipping` at a build directory shared by every test of a run.
+point `acid_deploy.shipping` at a build directory shared by every test of a run.
 
 Imported as `support.<module>` (tests/support/__init__.py).
 """
@@ -166,7 +166,7 @@ def standalone_cluster(root: Path, *, worker_environment: dict[str, str] | None 
 
 def shared_build_dir(tmp_path_factory) -> Path:
     """The build directory of the executors' code zip and environment for the whole run (built once, then reused:
-    `acid_core.shipping` names both by content hash)."""
+    `acid_deploy.shipping` names both by content hash)."""
     path = tmp_path_factory.getbasetemp() / "acid-ship"
     path.mkdir(exist_ok=True)
     return path
@@ -175,7 +175,7 @@ def shared_build_dir(tmp_path_factory) -> Path:
 def build_executor_env(build_dir: Path, python_prefix: str | None) -> tuple[Path, float]:
     """The packed environment the drivers of this run will ship (built now, under the lock, when missing), and the
     seconds it took here (a cache hit takes milliseconds)."""
-    from acid_core.shipping import env_archive
+    from acid_deploy.shipping import env_archive
 
     started = time.monotonic()
     archive = env_archive(build_dir, python_prefix=python_prefix)

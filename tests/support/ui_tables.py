@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from acid_core.compaction.worker import CompactionWorker
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import CompactionType
+from acid_core.metastore.codes import CompactionType
 from support.committed_writes import insert  # noqa: F401  (re-exported to the tests)
 
 COLUMNS = [("id", "int"), ("v", "string")]

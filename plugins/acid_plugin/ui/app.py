@@ -210,7 +210,7 @@ def create_app() -> FastAPI:
         queue order; all of them up to MAX_ACTIVE each, never paged away), then one page of the others, newest
         activity first."""
         from acid_core.errors import AcidError
-        from acid_core.metastore.compactions import CompactionState, CompactionType
+        from acid_core.metastore.codes import CompactionState, CompactionType
         from acid_plugin.ui.present import ACTIVE_STATES
 
         try:
@@ -240,8 +240,8 @@ def create_app() -> FastAPI:
     @app.post("/api/compactions", dependencies=[can_compact])
     def compact_now(body: CompactBody, user: GetUserDep, metastore: MetastoreDep) -> dict:
         """Compact now: checks the table and partition, then triggers `acid_compact` with these params."""
-        from acid_core.compaction.pools import check_pool_name
         from acid_core.errors import AcidError
+        from acid_core.metastore.pools import check_pool_name
 
         try:
             info = metastore.catalog.require_transactional(body.database, body.table)
@@ -271,7 +271,7 @@ def create_app() -> FastAPI:
     @app.get("/api/tables", dependencies=[can_read])
     def tables(metastore: MetastoreDep) -> dict:
         """The transactional tables, with their pending queue entries."""
-        from acid_core.metastore.compactions import CompactionState
+        from acid_core.metastore.codes import CompactionState
 
         pending = {}
         for entry in metastore.compactions.show(state=CompactionState.INITIATED, limit=MAX_COMPACTIONS) + \
@@ -290,15 +290,15 @@ def create_app() -> FastAPI:
     @app.get("/api/tables/{database}/{table}/health", dependencies=[can_read])
     def health(database: str, table: str, metastore: MetastoreDep, partition: str | None = None,
                offset: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict:
-        """Per-partition health of one page of the table's partitions (acid_core.health), and the table's current
+        """Per-partition health of one page of the table's partitions (acid_core.operations.health), and the table's current
         settings (its own properties; None where the default or the database's applies) with the settings form's
         fields (from the registry: `acid_core.settings`)."""
         from dataclasses import asdict
 
         from acid_core import settings as registry
         from acid_core.errors import AcidError
-        from acid_core.health import table_health
         from acid_core.metastore.properties import find
+        from acid_core.operations.health import table_health
         from acid_plugin.ui.present import format_bytes, format_time, setting_fields
 
         try:
@@ -324,11 +324,11 @@ def create_app() -> FastAPI:
     def score(database: str, table: str, metastore: MetastoreDep, offset: Annotated[int, Query(ge=0)] = 0,
               limit: Annotated[int, Query(ge=1, le=200)] = 200, top: Annotated[int, Query(ge=1, le=50)] = 10) -> dict:
         """The table's health score and breakdown over one page of its partitions, and the partitions with the most
-        deltas and obsolete directories (acid_core.health_score)."""
+        deltas and obsolete directories (acid_core.operations.health_score)."""
         from dataclasses import asdict
 
         from acid_core.errors import AcidError
-        from acid_core.health_score import table_score
+        from acid_core.operations.health_score import table_score
 
         try:
             return asdict(table_score(metastore, database, table, offset=offset, limit=limit, top=top))
@@ -339,12 +339,12 @@ def create_app() -> FastAPI:
     def history(metastore: MetastoreDep, hours: Annotated[int, Query(ge=1, le=168)] = 12,
                 database: str | None = None, table: str | None = None) -> dict:
         """The queue, outcomes and working times of the last hours, from the metastore's own history
-        (acid_core.history_stats), with the alert thresholds of the oldest waiting entry."""
+        (acid_core.operations.history_stats), with the alert thresholds of the oldest waiting entry."""
         from dataclasses import asdict
 
-        from acid_core.alerts import DEFAULT_RULES
         from acid_core.errors import AcidError
-        from acid_core.history_stats import OUTCOMES, history_stats
+        from acid_core.operations.alerts import DEFAULT_RULES
+        from acid_core.operations.history_stats import OUTCOMES, history_stats
 
         try:
             document = asdict(history_stats(metastore, hours=hours, database=database or None, table=table or None))

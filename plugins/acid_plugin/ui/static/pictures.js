@@ -1,7 +1,7 @@
 // The Charts tab: the compaction queue over the last hours (how many waited and worked, how long the oldest had
 // waited, against the alert thresholds), compactions per hour by outcome, how long they worked, and table health
 // (scores of all tables, or one table's breakdown and top partitions). All from the metastore's own history
-// (acid_core.history_stats, acid_core.health_score); nothing else is needed.
+// (acid_core.operations.history_stats, acid_core.operations.health_score); nothing else is needed.
 
 import {C, Failure, PALETTE, React, call, h, query, useLive} from "./api.js";
 import {BarChart, ChartCard, LineChart, clock, drawnThresholds, formatSeconds} from "./charts.js";

@@ -1,5 +1,5 @@
 // A table's health score and its breakdown, its partitions with the most deltas and obsolete directories, and the
-// scores of all tables: acid_core.health_score, over one page of a table's partitions (at most 200 listed a request).
+// scores of all tables: acid_core.operations.health_score, over one page of a table's partitions (at most 200 listed a request).
 
 import {C, Empty, Failure, Live, React, call, colour, h, query, useLive} from "./api.js";
 import {ChartCard, HBars} from "./charts.js";

@@ -1,6 +1,6 @@
 // The Tables tab: the transactional tables with their health scores; a table's page shows its score and breakdown,
 // its partitions with the most deltas and obsolete directories, its settings (current values, and a form that
-// triggers acid_table_settings) and the health of its partitions (acid_core.health: Due, Why not yet, Held by) with
+// triggers acid_table_settings) and the health of its partitions (acid_core.operations.health: Due, Why not yet, Held by) with
 // Compact now on each.
 
 import {AirflowLink, C, Cell, DataTable, Empty, Failure, Live, Pager, React, StateBadge, call, h, post, query, text,

@@ -1,7 +1,7 @@
 """One ACID table, as a writer or a front end holds it (pyiceberg's `Table`, delta-rs's `DeltaTable`).
 
 `AcidTable.load(metastore, "db.table")` checks the table is a full ACID table once; its writes all go through
-`TableWrite` (transaction, write id, staging record, lock, components, the publish step of `acid_core.publish`, commit
+`TableWrite` (transaction, write id, staging record, lock, components, the publish step of `acid_core.write.publish`, commit
 or abort): `new_write` for a transaction the caller fills (acid sql, Spark, the demo), `append` for rows written in
 one transaction, `stream` for Hive's streaming connection. Nothing else here opens a write transaction.
 
@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from acid_core.errors import UsageError
-from acid_core.locations import DataLocation, data_location
+from acid_core.format.orc_events import DEFAULT_STRIPE_ROWS
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.locations import DataLocation, data_location
 from acid_core.metastore.locks import LOCK_TIMEOUT_MS, LockType
-from acid_core.orc_events import DEFAULT_STRIPE_ROWS
-from acid_core.streaming import StreamingConnection
-from acid_core.table_write import TableWrite
-from acid_core.writer import WriteResult
+from acid_core.write.streaming import StreamingConnection
+from acid_core.write.table_write import TableWrite
+from acid_core.write.writer import WriteResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from acid_core.compaction.codes import CompactionState
 from acid_core.errors import AcidError
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
+from acid_core.metastore.codes import CompactionState
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, full_table_name
 
 PREFIX = "acid"  # every metric name starts with it (after the deployment's own [metrics] statsd_prefix)
@@ -108,7 +108,7 @@ def metric_name(name: str) -> str:
         KeyError: `name` is not one of them (so nothing undocumented is ever sent).
     """
     if name not in _known():
-        raise KeyError(f"metric {name!r} is not in acid_core.metrics.all_metrics() (nor in docs/operations.md's table)")
+        raise KeyError(f"metric {name!r} is not in acid_core.operations.metrics.all_metrics() (nor in docs/operations.md's table)")
     return f"{PREFIX}.{name}"
 
 
@@ -281,9 +281,9 @@ def collect_deltas(metastore: Metastore, *, max_partitions: int = DELTA_METRICS_
     cost instead: one listing of each partition plus one of each base and delta directory its snapshot reads. A
     partition that cannot be listed (dropped meanwhile, unreachable) is reported in `errors` and skipped."""
     from acid_core.compaction.initiator import base_and_delta_sizes
-    from acid_core.layout import DELETE_DELTA_PREFIX, DELTA_PREFIX, parse_bucket_file
-    from acid_core.locations import data_location
-    from acid_core.state import get_acid_state
+    from acid_core.format.layout import DELETE_DELTA_PREFIX, DELTA_PREFIX, parse_bucket_file
+    from acid_core.metastore.locations import data_location
+    from acid_core.read.state import get_acid_state
 
     if max_partitions <= 0:
         return DeltaReading()

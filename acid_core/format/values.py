@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from acid_core.errors import InvalidRowError
-from acid_core.types import TEXT_KINDS, parse_type
+from acid_core.format.types import TEXT_KINDS, parse_type
 
 Check = Callable[[Any], str | None]
 

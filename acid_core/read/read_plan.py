@@ -4,7 +4,7 @@ independent pieces (Hive's AcidUtils + OrcRawRecordMerger planning), and which d
 `plan_read` turns a directory state into insert sources (base or original files, then insert deltas, each with its
 write-id and synthetic-id facts) and delete sources; `read_units` splits the inserts into stripes; `uses_sort_merge`
 applies Hive's `hive.transactional.events.mem` rule. Footers are opened on a thread pool (`read_footers`), once.
-Cost: one footer per file at most; no data is read here. `acid_core.merge` reads what is planned.
+Cost: one footer per file at most; no data is read here. `acid_core.read.merge` reads what is planned.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from acid_core.delete_events import Key
-from acid_core.fs import FileSystem, concurrently
-from acid_core.layout import (
+from acid_core.format.delete_events import Key
+from acid_core.format.layout import (
     ParsedDelta,
     is_hidden,
     parse_bucket_file,
@@ -22,10 +21,11 @@ from acid_core.layout import (
     parse_original_file,
     side_file_name,
 )
-from acid_core.orc_events import EventFile, side_file_length
-from acid_core.rowid import encode_bucket
-from acid_core.state import DirectoryState
-from acid_core.validity import ValidWriteIdList
+from acid_core.format.orc_events import EventFile, side_file_length
+from acid_core.format.rowid import encode_bucket
+from acid_core.format.validity import ValidWriteIdList
+from acid_core.read.state import DirectoryState
+from acid_core.storage.fs import FileSystem, concurrently
 
 DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY = 10_000_000
 

@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from acid_core.errors import UnsortedEventsError
-from acid_core.orc_events import CURRENT_WRITE_ID, KEY_FIELDS, EventFile
-from acid_core.validity import ValidWriteIdList
+from acid_core.format.orc_events import CURRENT_WRITE_ID, KEY_FIELDS, EventFile
+from acid_core.format.validity import ValidWriteIdList
 
 Key = tuple[int, int, int]
 

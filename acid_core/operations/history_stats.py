@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from acid_core.compaction.codes import CompactionState
 from acid_core.errors import UsageError
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
+from acid_core.metastore.codes import CompactionState
 
 HOUR_MS = 3_600_000
 MAX_HOURS = 7 * 24  # Hive's history retention time-out (HistoryRetention.timeout_ms)

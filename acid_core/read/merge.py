@@ -1,6 +1,6 @@
 """Merge-on-read: the rows of one partition under one snapshot, as Hive's vectorized ACID reader returns them.
 
-The read is planned (`acid_core.read_plan`: base or original files, then insert deltas, plus delete deltas), then
+The read is planned (`acid_core.read.read_plan`: base or original files, then insert deltas, plus delete deltas), then
 every insert file is read column-wise, filtered to the write ids the snapshot sees, and stripped of deleted rows.
 Delete events are held in a `DeleteRegistry` when they fit under `max_delete_events_in_memory` (Hive's
 `hive.transactional.events.mem`), and streamed by `DeleteCursor`s in a sort-merge otherwise.
@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from acid_core.delete_events import (
+from acid_core.errors import SchemaMismatchError, UnsortedEventsError, UsageError
+from acid_core.format.delete_events import (
     DeleteCursor,
     DeleteRegistry,
     Key,
@@ -23,10 +24,17 @@ from acid_core.delete_events import (
     valid_write_id_mask,
     without_deleted,
 )
-from acid_core.errors import SchemaMismatchError, UnsortedEventsError, UsageError
-from acid_core.fs import FileSystem, concurrently
-from acid_core.orc_events import BATCH_ROWS, CURRENT_WRITE_ID, INSERT_OPERATION, KEY_FIELDS, OPERATION, ROW, EventFile
-from acid_core.read_plan import (
+from acid_core.format.orc_events import (
+    BATCH_ROWS,
+    CURRENT_WRITE_ID,
+    INSERT_OPERATION,
+    KEY_FIELDS,
+    OPERATION,
+    ROW,
+    EventFile,
+)
+from acid_core.format.validity import ValidTxnList, ValidWriteIdList
+from acid_core.read.read_plan import (
     DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY,
     InsertSource,
     ReadPlan,
@@ -35,9 +43,9 @@ from acid_core.read_plan import (
     read_units,
     source_lower_bound,
 )
-from acid_core.sorted_merge import merge_sorted
-from acid_core.state import get_acid_state
-from acid_core.validity import ValidTxnList, ValidWriteIdList
+from acid_core.read.sorted_merge import merge_sorted
+from acid_core.read.state import get_acid_state
+from acid_core.storage.fs import FileSystem, concurrently
 
 ROW_ID_COLUMN = "row__id"
 KEY_COLUMNS = ("__owid", "__bucket", "__rowid")

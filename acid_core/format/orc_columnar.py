@@ -18,10 +18,9 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 
 from acid_core import settings
-from acid_core.delete_events import KeyArrays
 from acid_core.errors import SchemaMismatchError, UnsortedEventsError
-from acid_core.fs import FileSystem, local_scratch, put_scratch
-from acid_core.orc_events import (
+from acid_core.format.delete_events import KeyArrays
+from acid_core.format.orc_events import (
     ACID_VERSION,
     BUCKET,
     CURRENT_WRITE_ID,
@@ -38,8 +37,9 @@ from acid_core.orc_events import (
     Column,
     EventFileWriter,
 )
-from acid_core.orc_tail import parse_postscript, with_user_metadata
-from acid_core.types import parse_type
+from acid_core.format.orc_tail import parse_postscript, with_user_metadata
+from acid_core.format.types import parse_type
+from acid_core.storage.fs import FileSystem, local_scratch, put_scratch
 
 _COMPRESSION = {"ZLIB": "zlib", "SNAPPY": "snappy", "NONE": "uncompressed"}
 DEFAULT_STRIPE_BYTES = settings.STRIPE_SIZE.default  # Hive's hive.exec.orc.default.stripe.size

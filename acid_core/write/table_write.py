@@ -24,10 +24,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError, NoSuchObjectError, NoSuchTxnError, TxnStateError, UsageError
-from acid_core.fs import FileSystem, ensure_inside
-from acid_core.layout import (
+from acid_core.format.bucketing import bucket_function
+from acid_core.format.layout import (
     ParsedDelta,
     is_hidden,
     parse_directory,
@@ -35,16 +34,17 @@ from acid_core.layout import (
     parse_write_staging_name,
     write_staging_name,
 )
-from acid_core.locations import DataLocation, data_location
-from acid_core.merge import read_snapshot
+from acid_core.format.orc_events import DEFAULT_STRIPE_ROWS
+from acid_core.format.rowid import RowId
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
+from acid_core.metastore.locations import DataLocation, data_location
 from acid_core.metastore.locks import LOCK_TIMEOUT_MS, LockComponent, LockType
 from acid_core.metastore.txns import Operation, StagingRecord
-from acid_core.orc_events import DEFAULT_STRIPE_ROWS
-from acid_core.publish import Publication
-from acid_core.rowid import RowId
-from acid_core.writer import EmbeddedWriter, WriteResult
+from acid_core.read.merge import read_snapshot
+from acid_core.storage.fs import FileSystem, ensure_inside
+from acid_core.write.publish import Publication
+from acid_core.write.writer import EmbeddedWriter, WriteResult
 
 
 def strongest(current: Operation | None, operation: Operation) -> Operation:
@@ -185,7 +185,7 @@ class TableWrite:
         self._publication.stage(staging, final)
 
     def publish(self, *, check_open: bool = True) -> tuple[str, ...]:
-        """Publish every staged directory (`acid_core.publish`: the ACID format file, then the rename into place;
+        """Publish every staged directory (`acid_core.write.publish`: the ACID format file, then the rename into place;
         on an object store, where a write builds its final directories directly, only the format file).
 
         A heartbeat first (unless `check_open` is false): a write whose transaction was aborted meanwhile (timed out,

@@ -1,5 +1,5 @@
 """A table's health score (0-100) with its breakdown, and its partitions with the most deltas and the most obsolete
-directories: Amoro's per-table health score in Hive's terms, computed from `acid_core.health` (so with the thresholds
+directories: Amoro's per-table health score in Hive's terms, computed from `acid_core.operations.health` (so with the thresholds
 the initiator applies to the table).
 
 Points a partition loses, out of 100:
@@ -12,7 +12,7 @@ Points a partition loses, out of 100:
 - failures, up to 20: 10 per consecutive failed compaction, all 20 once past failed.compacts.threshold.
 The table's score is the mean of its examined partitions' scores; each component's share is the mean of its points.
 
-Cost: `acid_core.health.table_health` of one page (at most `MAX_PAGE` partitions listed), then a sort.
+Cost: `acid_core.operations.health.table_health` of one page (at most `MAX_PAGE` partitions listed), then a sort.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from acid_core.errors import UsageError
-from acid_core.health import MAX_PAGE, PartitionHealth, table_health
 from acid_core.metastore import Metastore
+from acid_core.operations.health import MAX_PAGE, PartitionHealth, table_health
 
 DELTAS, SIZE, OBSOLETE, FAILURES = "deltas", "delta/base size", "obsolete directories", "failures"
 MAX_POINTS = {DELTAS: 30.0, SIZE: 30.0, OBSOLETE: 20.0, FAILURES: 20.0}
@@ -95,7 +95,7 @@ def table_score(metastore: Metastore, database: str, table: str, *, offset: int 
     """The score of one page of `database.table`'s partitions (in name order), its breakdown and its top partitions.
 
     Raises:
-        UsageError: a page outside acid_core.health's bounds, or `top` outside 1..MAX_TOP.
+        UsageError: a page outside acid_core.operations.health's bounds, or `top` outside 1..MAX_TOP.
         NoSuchObjectError, NotTransactionalError: no such full ACID table.
     """
     if not 1 <= top <= MAX_TOP:

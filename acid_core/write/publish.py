@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from acid_core.errors import AcidError
-from acid_core.fs import FileSystem, ensure_inside
-from acid_core.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION
+from acid_core.format.layout import ACID_FORMAT_FILE, ORC_ACID_VERSION
+from acid_core.storage.fs import FileSystem, ensure_inside
 
 
 def write_format_file(fs: FileSystem, directory: str) -> None:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from acid_core.errors import AcidError
 
-SHIPPED_PACKAGES = ("acid_core", "spark_jobs")
+SHIPPED_PACKAGES = ("acid_core", "acid_deploy", "spark_jobs")
 # What acid_core and spark_jobs import on executors besides the standard library and pyspark (which Spark puts on the
 # executors' path itself): tests/acid_core/test_shipping.py checks this against their imports.
 EXECUTOR_DISTRIBUTIONS = ("pyarrow", "pyorc", "numpy", "sqlalchemy", "sqlglot")
@@ -386,11 +386,11 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m acid_core.shipping code|env [--python-prefix P] [--build-dir D]`: build and print the path (to
+    """`python -m acid_deploy.shipping code|env [--python-prefix P] [--build-dir D]`: build and print the path (to
     upload a prebuilt environment, e.g. to hdfs:///envs/, and name it in acid-executor-env)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m acid_core.shipping", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m acid_deploy.shipping", description=main.__doc__)
     parser.add_argument("what", choices=["code", "env"])
     parser.add_argument("--python-prefix", help="where the nodes' Python lives (venv-pack --python-prefix)")
     parser.add_argument("--build-dir", help=f"default: {BUILD_DIR_VARIABLE}, $ACID_HOME/ship or ~/.cache/acid/ship")

@@ -34,17 +34,17 @@ from acid_core.compaction.initiator import (
     decide_compaction_type,
     table_threshold,
 )
-from acid_core.compaction.pools import DEFAULT_POOL
 from acid_core.errors import AcidError, UsageError
-from acid_core.locations import data_location
+from acid_core.format.validity import ValidTxnList
 from acid_core.metastore import Metastore, holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import TableInfo
-from acid_core.metastore.compactions import CompactionState, CompactionType
+from acid_core.metastore.codes import CompactionState, CompactionType
+from acid_core.metastore.locations import data_location
 from acid_core.metastore.locks import LOCK_WAITING
+from acid_core.metastore.pools import DEFAULT_POOL
 from acid_core.metastore.txns import TXN_OPEN, full_table_name
-from acid_core.state import get_acid_state
-from acid_core.validity import ValidTxnList
+from acid_core.read.state import get_acid_state
 
 MAX_PAGE = 200
 DEFAULT_PAGE = 50

@@ -68,7 +68,7 @@ def local_driver_environment(master: str, environ: Mapping[str, str]) -> dict[st
     import ipaddress
     import socket
 
-    from acid_core.shipping import is_local_master
+    from acid_deploy.shipping import is_local_master
 
     if environ.get("SPARK_LOCAL_IP") or not is_local_master(master):
         return {}

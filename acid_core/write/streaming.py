@@ -20,20 +20,20 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from acid_core.bucketing import bucket_function
 from acid_core.errors import AcidError, TxnStateError, one_line_cause
-from acid_core.fs import FileSystem
-from acid_core.layout import ACID_FORMAT_FILE, bucket_file_name, delta_dir_name, side_file_name
-from acid_core.locations import data_location
+from acid_core.format.bucketing import bucket_function
+from acid_core.format.layout import ACID_FORMAT_FILE, bucket_file_name, delta_dir_name, side_file_name
+from acid_core.format.orc_events import INSERT_OPERATION, EventFileWriter
+from acid_core.format.rowid import encode_bucket
+from acid_core.format.values import RowChecker
 from acid_core.metastore import Metastore
+from acid_core.metastore.locations import data_location
 from acid_core.metastore.txns import Operation
-from acid_core.orc_events import INSERT_OPERATION, EventFileWriter
-from acid_core.publish import write_format_file
-from acid_core.rowid import encode_bucket
-from acid_core.table_write import TableWrite
-from acid_core.values import RowChecker
+from acid_core.storage.fs import FileSystem
+from acid_core.write.publish import write_format_file
+from acid_core.write.table_write import TableWrite
 
-_log = logging.getLogger("acid_core.streaming")
+_log = logging.getLogger("acid_core.write.streaming")
 
 _NEVER = 1 << 62
 

@@ -18,7 +18,7 @@ Memory: the tail; time: one footer re-encoding per view.
 from __future__ import annotations
 
 from acid_core.errors import CorruptFileError
-from acid_core.orc_concat import (
+from acid_core.format.orc_concat import (
     _F_METADATA,
     _F_ROWS,
     _F_STATISTICS,
@@ -32,7 +32,7 @@ from acid_core.orc_concat import (
     _uint,
     read_tail,
 )
-from acid_core.orc_tail import _compress, _fields, _varint
+from acid_core.format.orc_tail import _compress, _fields, _varint
 
 _PS_STRIPE_STATISTICS_LENGTH = 7
 

@@ -4,7 +4,7 @@ Each alert is an `Alert` value with a level (`warning` or `critical`). Three are
 partition's failures reached `failed.compacts.threshold` (the initiator skips it until `failed.retry.time` passes,
 Hive's checkFailedCompactions); it has been `working` longer than a warning age (its worker may be stuck, long before
 housekeeping's `hive.compactor.worker.timeout` puts it back). The others are threshold rules on the gauges of
-`acid_core.metrics` (`DEFAULT_RULES`: Hive's AcidMetricLogger thresholds and Cloudera's compaction observability
+`acid_core.operations.metrics` (`DEFAULT_RULES`: Hive's AcidMetricLogger thresholds and Cloudera's compaction observability
 defaults, each overridable, `rules_with`); `escalations` keeps a rule from alerting again until its level rises.
 Cost: one indexed history query of at most `threshold` rows per failed compaction; one query of the queue per stuck
 check; the threshold rules read only the gauges.
@@ -18,12 +18,12 @@ from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
 
-from acid_core.compaction.codes import CompactionState
 from acid_core.errors import UsageError
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
+from acid_core.metastore.codes import CompactionState
 from acid_core.metastore.compactions import CompactionInfo, _from_queue
-from acid_core.metrics import PREFIX
+from acid_core.operations.metrics import PREFIX
 
 COMPACTION_FAILED = "compaction_failed"
 FAILED_THRESHOLD_REACHED = "failed_threshold_reached"
@@ -112,7 +112,7 @@ def working_too_long(metastore: Metastore, *, warning_ms: int) -> list[Alert]:
 
 @dataclass(frozen=True, slots=True)
 class AlertRule:
-    """A threshold rule on one gauge of `acid_core.metrics` (`metric`, after `acid.`): an alert at `warning` when the
+    """A threshold rule on one gauge of `acid_core.operations.metrics` (`metric`, after `acid.`): an alert at `warning` when the
     gauge is above that value, at `critical` above that one (None: that level off). `source` names where the
     numbers come from (Hive's MetastoreConf, Cloudera's defaults); `what` says what is wrong (a format over the
     gauges' short names, `value` and `about`: the partitions the gauge is about), `advice` what to do."""
@@ -225,7 +225,7 @@ class _Values(dict):
 
 def threshold_alerts(gauges: Mapping[str, float], rules: tuple[AlertRule, ...] = DEFAULT_RULES, *,
                      about: Mapping[str, str] | None = None) -> list[Alert]:
-    """The alerts the rules raise on one reading of the gauges (`acid.<name>` -> value, as `acid_core.metrics`
+    """The alerts the rules raise on one reading of the gauges (`acid.<name>` -> value, as `acid_core.operations.metrics`
     names them); a rule whose gauge is not in the reading (not collected) raises none. `about`: per gauge (short
     name), the partitions it is about, for the summary."""
     values = _Values({name.removeprefix(f"{PREFIX}."): value for name, value in gauges.items()})

@@ -16,13 +16,14 @@ from sqlalchemy.engine import Connection
 from acid_core import settings
 from acid_core.compaction.plan import is_output_of_attempt
 from acid_core.errors import AcidError, NoSuchTxnError, TxnStateError, UsageError
-from acid_core.fs import ensure_inside
-from acid_core.locations import data_location
 from acid_core.metastore import Metastore, holds
 from acid_core.metastore import schema as s
-from acid_core.metastore.compactions import CompactionInfo, CompactionState, HistoryRetention
+from acid_core.metastore.codes import CompactionState
+from acid_core.metastore.compactions import CompactionInfo, HistoryRetention
+from acid_core.metastore.locations import data_location
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, fold_completed_components
-from acid_core.table_write import remove_abandoned_staging
+from acid_core.storage.fs import ensure_inside
+from acid_core.write.table_write import remove_abandoned_staging
 
 DEFAULT_WORKER_TIMEOUT_MS = settings.WORKER_TIMEOUT.default_ms  # hive.compactor.worker.timeout
 DEFAULT_LEASE_TIMEOUT_MS = settings.LEASE_TIMEOUT.default_ms  # like hive.txn.timeout, for reader leases

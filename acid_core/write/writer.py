@@ -2,12 +2,12 @@
 as split-update (both), in partition directories `k=v`, one bucket file per bucket.
 
 Every value is checked against its column type first; then, where renames are atomic (local, HDFS), all directories
-of one write are staged under hidden names beside them and published (`acid_core.publish`: format file, rename)
+of one write are staged under hidden names beside them and published (`acid_core.write.publish`: format file, rename)
 only when all of them are complete, so a bad row or a crash never leaves a half-written visible file (nor half of a
 split-update). On object stores the files are written under their final names directly (each appears whole when its
 upload completes): the write id is what hides them until the transaction commits, and a failure removes the files
 this call wrote. Write ids come from the caller (the metastore hands them out); the writer does not commit anything
-(`acid_core.table_write` is the transaction around it, and publishes what it staged).
+(`acid_core.write.table_write` is the transaction around it, and publishes what it staged).
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from acid_core.errors import AcidError, InvalidRowError
-from acid_core.fs import FileSystem, ensure_inside
-from acid_core.layout import (
+from acid_core.format.layout import (
     bucket_file_name,
     delta_dir_name,
     partition_dir_name,
     write_staging_name,
 )
-from acid_core.orc_events import (
+from acid_core.format.orc_events import (
     DEFAULT_STRIPE_ROWS,
     DELETE_OPERATION,
     INSERT_OPERATION,
@@ -34,9 +33,10 @@ from acid_core.orc_events import (
     EventFileWriter,
     parse_columns,
 )
-from acid_core.publish import Publication
-from acid_core.rowid import RowId, decode_bucket_id, encode_bucket
-from acid_core.values import RowChecker
+from acid_core.format.rowid import RowId, decode_bucket_id, encode_bucket
+from acid_core.format.values import RowChecker
+from acid_core.storage.fs import FileSystem, ensure_inside
+from acid_core.write.publish import Publication
 
 BucketFunction = Callable[[tuple], int]
 
@@ -202,7 +202,7 @@ class EmbeddedWriter:
 
         An unbucketed table gets one file per writer (`bucket_<writer_id>`, as Hive's parallel tasks write);
         a bucketed table one file per bucket the rows hash to. `txn_id` names the staging directories after the
-        writing transaction, and `publication` is the transaction's, which publishes them (`acid_core.table_write`);
+        writing transaction, and `publication` is the transaction's, which publishes them (`acid_core.write.table_write`);
         without one they are published at once.
 
         Raises:

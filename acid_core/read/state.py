@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from acid_core.errors import DirectoryVanishedError, FileSystemError, LayoutError, NotEnoughHistoryError
-from acid_core.fs import FileEntry, FileSystem, concurrently
-from acid_core.layout import METADATA_FILE, ParsedBase, ParsedDelta, is_hidden, parse_directory
-from acid_core.validity import RangeResponse, ValidTxnList, ValidWriteIdList
+from acid_core.format.layout import METADATA_FILE, ParsedBase, ParsedDelta, is_hidden, parse_directory
+from acid_core.format.validity import RangeResponse, ValidTxnList, ValidWriteIdList
+from acid_core.storage.fs import FileEntry, FileSystem, concurrently
 
 _JAVA_LONG_MIN = -(2**63)
 

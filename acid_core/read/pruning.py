@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from acid_core.errors import UsageError
-from acid_core.layout import DEFAULT_PARTITION_NAME
-from acid_core.types import INTEGER_KINDS, parse_type
+from acid_core.format.layout import DEFAULT_PARTITION_NAME
+from acid_core.format.types import INTEGER_KINDS, parse_type
 
 OPERATORS = ("=", "<", "<=", ">", ">=", "in")
 LITERAL_KINDS = ("string", "number", "date")

@@ -18,8 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from acid_core.errors import CorruptFileError, SchemaMismatchError
-from acid_core.fs import FileSystem
-from acid_core.orc_tail import (
+from acid_core.format.orc_tail import (
     _compress,
     _decompress,
     _fields,
@@ -28,6 +27,7 @@ from acid_core.orc_tail import (
     _varint,
     parse_postscript,
 )
+from acid_core.storage.fs import FileSystem
 
 _HEADER = b"ORC"
 _COPY_CHUNK = 8 << 20

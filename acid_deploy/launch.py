@@ -2,7 +2,7 @@
 
 A `SparkSubmit` says everything about one submission of `spark_jobs/compact.py`: the master, the application name,
 the Spark settings (the launcher's own, the compaction's `compactor.spark.*` properties from
-`acid_core.compaction.job_conf`, the executors' code and Python from `acid_core.shipping`, the driver's quiet log4j2
+`acid_deploy.job_conf`, the executors' code and Python from `acid_deploy.shipping`, the driver's quiet log4j2
 configuration), the job file and its arguments (one compaction, or a `--batch` of a pool), and the environment
 spark-submit and its driver get. The metastore URL reaches the driver through that environment with its password
 apart (`acid_core.metastore.engine.driver_environment`): never on the command line, which spark-submit and Airflow
@@ -14,9 +14,9 @@ provider (its SparkSubmitHook writes the same command line: `command()` follows 
 
 Why here: this is the one package both front ends may import (import contracts in pyproject.toml: `acid_plugin`
 refers to `spark_jobs` by path only and nothing imports `acid_cli`). It imports neither Spark nor Airflow, finds the
-job file without importing `spark_jobs`, and is deployment code next to `job_conf` and `acid_core.shipping`, which
+job file without importing `spark_jobs`, and is deployment code next to `job_conf` and `acid_deploy.shipping`, which
 it composes: when those leave the storage core for a deployment package of their own, this module goes with them.
-Cost: no I/O but a `find_spec` and, on cluster masters, `acid_core.shipping`'s (cached) builds.
+Cost: no I/O but a `find_spec` and, on cluster masters, `acid_deploy.shipping`'s (cached) builds.
 """
 
 from __future__ import annotations
@@ -94,14 +94,14 @@ def quiet_driver_java_options(job_file: str | None = None) -> str:
 
 
 def job_conf(metastore, entry, *, configured: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The Spark settings of queue entry `entry` (`acid_core.compaction.job_conf.compaction_spark_conf`): its
+    """The Spark settings of queue entry `entry` (`acid_deploy.job_conf.compaction_spark_conf`): its
     request's `compactor.spark.*` properties, its table's, its database's, over the launcher's `configured` ones.
 
     Raises:
         InvalidPropertyError: a property names a Spark setting a table may not choose, or holds an unusable value.
         MetastoreError: the table or its database cannot be read.
     """
-    from acid_core.compaction.job_conf import compaction_spark_conf
+    from acid_deploy.job_conf import compaction_spark_conf
 
     table = metastore.catalog.get_table(entry.database, entry.table)
     database = metastore.catalog.get_database(entry.database)
@@ -110,14 +110,14 @@ def job_conf(metastore, entry, *, configured: Mapping[str, str] | None = None) -
 
 
 def shipped_conf(master: str, options, *, deploy_mode: str | None = None) -> dict[str, str]:
-    """`acid_core.shipping.executor_conf`: the settings that give `master`'s executors this project's code and a
+    """`acid_deploy.shipping.executor_conf`: the settings that give `master`'s executors this project's code and a
     Python ({} on local masters, whose executors run this interpreter).
 
     Raises:
         LaunchError: deploy mode cluster (the driver runs Hive's worker protocol where spark-submit starts).
         ShippingError: the options do not fit the master, or the code or environment cannot be built.
     """
-    from acid_core.shipping import executor_conf
+    from acid_deploy.shipping import executor_conf
 
     if deploy_mode not in (None, "client"):
         raise LaunchError(f"deploy mode {deploy_mode!r} is not supported: the driver runs Hive's worker protocol "
@@ -179,7 +179,7 @@ def submission(*, name: str, arguments: Sequence[str], master: str, job_conf: Ma
         LaunchError: the job file cannot be found.
         MetastoreError: `metastore_url` cannot be parsed (its text is not shown).
     """
-    from acid_core.shipping import combine_conf
+    from acid_deploy.shipping import combine_conf
 
     job_file = job_path()
     conf = combine_conf({**(configured or {}), **job_conf}, shipped)
@@ -200,8 +200,8 @@ def driver_environment(*, master: str, shipped: Mapping[str, str], metastore_url
     local master this interpreter), this interpreter's bin first on PATH (its spark-submit), ACID_SPARK_MASTER
     emptied (spark-submit's --master decides), SPARK_LOCAL_IP on loopback where
     `job_conf.local_driver_environment` says, then `own`, which wins."""
-    from acid_core.compaction.job_conf import local_driver_environment
     from acid_core.metastore.engine import driver_environment as metastore_environment
+    from acid_deploy.job_conf import local_driver_environment
 
     own = dict(own or {})
     environment = metastore_environment(metastore_url) if metastore_url else {}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from acid_core.errors import LayoutError
-from acid_core.fs import FileSystem, ensure_inside, is_absolute_location
 from acid_core.metastore.catalog import TableInfo
+from acid_core.storage.fs import FileSystem, ensure_inside, is_absolute_location
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,9 +17,9 @@ import pyarrow.orc as pa_orc
 import pyorc
 
 from acid_core.errors import CorruptFileError, InvalidTypeError, SchemaMismatchError
-from acid_core.fs import FileSystem
-from acid_core.orc_stripe_range import StripeRangeFile
-from acid_core.types import parse_type
+from acid_core.format.orc_stripe_range import StripeRangeFile
+from acid_core.format.types import parse_type
+from acid_core.storage.fs import FileSystem
 
 OPERATION, ORIGINAL_WRITE_ID, BUCKET, ROW_ID, CURRENT_WRITE_ID, ROW = (
     "operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
@@ -49,7 +49,7 @@ class Column:
 
 
 def parse_columns(columns: Iterable[Column | tuple[str, str]]) -> tuple[Column, ...]:
-    """Validate table columns; their types come back in canonical form (`acid_core.types`).
+    """Validate table columns; their types come back in canonical form (`acid_core.format.types`).
 
     Raises:
         SchemaMismatchError: no columns, a duplicate name, or a type that is not a Hive type (InvalidTypeError).

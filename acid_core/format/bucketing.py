@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acid_core.errors import InvalidRowError
-from acid_core.orc_events import Column
-from acid_core.types import TEXT_KINDS, HiveType, parse_type
+from acid_core.format.orc_events import Column
+from acid_core.format.types import TEXT_KINDS, HiveType, parse_type
 
 MURMUR_SEED = 104729
 _INT_TYPES = {"tinyint": ">b", "smallint": ">h", "int": ">i", "bigint": ">q"}

@@ -1,0 +1,2 @@
+"""Operations around compaction: partition health and its score, compaction history figures, metrics and alerts,
+and the metastore's housekeeping."""
