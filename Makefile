@@ -37,9 +37,11 @@ $(CHROMIUM):
 PYTEST_WORKERS ?= auto
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist worksteal
 
-# lint-imports checks the import contracts of pyproject.toml first (plugins/ on the path, as Airflow puts it there).
+# lint-imports checks the import contracts of pyproject.toml first (plugins/ on the path, as Airflow puts it there),
+# then mypy the types of acid_core and acid_deploy ([tool.mypy]).
 test: $(STAMP) $(CHROMIUM)
 	PYTHONPATH="$(CURDIR)/plugins" $(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 
 # The edit-test loop: every test that starts no JVM, no Airflow and no PostgreSQL (the SQLite half of the tests that

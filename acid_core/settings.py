@@ -18,6 +18,7 @@ import enum
 import math
 import re
 from dataclasses import KW_ONLY, dataclass
+from typing import Generic, TypeVar
 
 from acid_core.errors import InvalidSettingError, UsageError
 
@@ -54,10 +55,11 @@ class Bounds:
 
     def contains(self, value: object) -> bool:
         """Whether `value` is a finite number (a whole one if `integer`; not a bool) within the bounds."""
-        valid = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        valid = valid and (not self.integer or float(value).is_integer())
-        valid = valid and (self.minimum is None or value >= self.minimum)
-        return valid and (self.maximum is None or value <= self.maximum)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return False
+        if self.integer and not float(value).is_integer():
+            return False
+        return (self.minimum is None or value >= self.minimum) and (self.maximum is None or value <= self.maximum)
 
     def check(self, name: str, value):
         """`value` (None passes) if it is a number in range, as an int when `integer`.
@@ -76,6 +78,8 @@ class Bounds:
 _MEMORY = re.compile(r"(\d{1,9})([kmgt]?)b?", re.IGNORECASE)
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 KINDS = ("integer", "number", "boolean", "string", "memory")
+# The type of a setting's default: int, float, bool, str, or None for a setting that has no default
+DefaultT = TypeVar("DefaultT", covariant=True)
 
 
 def memory_mib(text: object, *, what: str, minimum: int = 0, why: str = "") -> int:
@@ -95,7 +99,7 @@ def memory_mib(text: object, *, what: str, minimum: int = 0, why: str = "") -> i
 
 
 @dataclass(frozen=True, slots=True)
-class Setting:
+class Setting(Generic[DefaultT]):
     """One setting: its names in every place it may be set, its kind, default, bounds and what it does.
 
     `default` is in the setting's `unit` (seconds, bytes, MiB for a memory size's bounds) and is Hive's default
@@ -105,7 +109,7 @@ class Setting:
 
     name: str
     kind: str
-    default: object
+    default: DefaultT
     description: str
     section: str
     _: KW_ONLY
@@ -159,7 +163,9 @@ class Setting:
         """The default of a setting in seconds, in milliseconds (negative stays -1: off)."""
         if self.unit != "seconds":
             raise ValueError(f"setting {self.name} is not in seconds")
-        return int(self.default) * 1000 if self.default >= 0 else -1
+        default = self.default
+        assert isinstance(default, (int, float)), f"setting {self.name} in seconds has a number default"
+        return int(default) * 1000 if default >= 0 else -1
 
     def expected(self) -> str:
         """What a value must be, in words: `a whole number >= 0`, `'true' or 'false'`, `on or off`, ..."""
@@ -168,6 +174,7 @@ class Setting:
         if self.kind == "boolean":
             return "'true' or 'false'"
         if self.kind == "memory":
+            assert self.bounds is not None, f"memory setting {self.name} has bounds (its minimum)"
             return f"a Spark memory size such as '2g' or '768m', at least {_number(self.bounds.minimum)}m"
         if self.choices:
             return " or ".join(self.choices)
@@ -184,6 +191,7 @@ class Setting:
         raw = str(text)
         stripped = raw.strip()
         if self.kind == "memory":
+            assert self.bounds is not None and self.bounds.minimum is not None, f"memory setting {self.name} has bounds"
             memory_mib(stripped, what=what, minimum=int(self.bounds.minimum), why=self.why_minimum)
             return stripped
         if self.kind == "boolean":
@@ -397,7 +405,7 @@ LEASE_TIMEOUT = Setting(
     HOUSEKEEPING, dags=("acid_housekeeping",), bounds=Bounds(1), unit="seconds")
 
 
-def _history_retention(state: str, default: int) -> Setting:
+def _history_retention(state: str, default: int) -> Setting[int]:
     """metastore.compactor.history.retention.<state>: the newest entries of one state Hive's purge keeps."""
     return Setting(
         f"history_{state}", "integer", default, f"{state.replace('_', '-').capitalize()} entries of the compaction "
@@ -489,18 +497,18 @@ PROGRESS_SECONDS = Setting(
     "progress_seconds", "number", 5.0, "A compaction job logs a progress line at least this often (a number of "
     "seconds above 0)", SPARK, env_var="ACID_PROGRESS_SECONDS", unit="seconds")
 
-SETTINGS: tuple[Setting, ...] = tuple(value for value in dict(globals()).values() if isinstance(value, Setting))
-BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
-_BY_PROPERTY: dict[str, Setting] = {setting.property_key.lower(): setting for setting in SETTINGS
+SETTINGS: tuple[Setting[object], ...] = tuple(value for value in dict(globals()).values() if isinstance(value, Setting))
+BY_NAME: dict[str, Setting[object]] = {setting.name: setting for setting in SETTINGS}
+_BY_PROPERTY: dict[str, Setting[object]] = {setting.property_key.lower(): setting for setting in SETTINGS
                                     if setting.property_key}
 
 
-def for_property(key: str) -> Setting | None:
+def for_property(key: str) -> Setting[object] | None:
     """The setting a table or database property sets (keys match case-insensitively, as Hive's do), else None."""
     return _BY_PROPERTY.get(str(key).strip().lower())
 
 
-def for_dag(dag_id: str) -> tuple[Setting, ...]:
+def for_dag(dag_id: str) -> tuple[Setting[object], ...]:
     """The settings DAG `dag_id` takes as Params, in registry order."""
     return tuple(setting for setting in SETTINGS if dag_id in setting.dags)
 
@@ -511,7 +519,7 @@ README_END = "<!-- end of the generated settings table -->"
 HEADER = ("| setting | default | allowed | set as | what it does |", "|---|---|---|---|---|")
 
 
-def _shown_default(setting: Setting) -> str:
+def _shown_default(setting: Setting[object]) -> str:
     value = setting.default
     if value is None:
         return "none"
@@ -519,6 +527,7 @@ def _shown_default(setting: Setting) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, str):
         return f"`{value}`"
+    assert isinstance(value, (int, float)), f"setting {setting.name}: a default is a bool, a number, a string or None"
     shown = _number(value)
     for size, name in ((DAY, "d"), (3600, "h")):
         if setting.unit == "seconds" and value >= size and value % size == 0:
@@ -531,7 +540,7 @@ def _shown_default(setting: Setting) -> str:
     return shown
 
 
-def _allowed(setting: Setting) -> str:
+def _allowed(setting: Setting[object]) -> str:
     if setting.kind == "string" and not setting.choices:
         return f"at most {setting.max_length} characters" if setting.max_length else "text"
     if setting.choices:
@@ -541,7 +550,7 @@ def _allowed(setting: Setting) -> str:
     return setting.expected()
 
 
-def _set_as(setting: Setting) -> str:
+def _set_as(setting: Setting[object]) -> str:
     places = []
     if setting.property_key:
         kinds = ["table"] + (["database"] if setting.database_property else []) + (
@@ -556,13 +565,13 @@ def _set_as(setting: Setting) -> str:
     return "; ".join(places)
 
 
-def row(setting: Setting) -> str:
+def row(setting: Setting[object]) -> str:
     """The setting's line of a markdown settings table."""
     cells = (f"`{setting.key}`", _shown_default(setting), _allowed(setting), _set_as(setting), setting.description)
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
-def markdown_table(settings: tuple[Setting, ...] | None = None) -> str:
+def markdown_table(settings: tuple[Setting[object], ...] | None = None) -> str:
     """A markdown table of `settings` (default: the main ones, README.md's), one line each, in registry order."""
     if settings is None:
         settings = tuple(sorted((s for s in SETTINGS if s.main), key=lambda s: SECTIONS.index(s.section)))

@@ -286,7 +286,9 @@ def executor_requirements(distributions: tuple[str, ...] = EXECUTOR_DISTRIBUTION
         pins[key] = distribution.version
         for requirement in distribution.requires or []:
             if not re.search(r"extra\s*==", requirement):
-                pending.append((re.match(r"[A-Za-z0-9._-]+", requirement).group(), False))
+                named = re.match(r"[A-Za-z0-9._-]+", requirement)
+                assert named is not None, f"requirement {requirement!r} starts with a distribution name"
+                pending.append((named.group(), False))
     return dict(sorted(pins.items()))
 
 

@@ -66,7 +66,7 @@ def acid_housekeeping():
         from acid_plugin.hooks import AcidMetastoreHook
         from acid_plugin.params import check_setting_params
 
-        from acid_core.metastore.compactions import HistoryRetention
+        from acid_core.metastore.compaction_history import HistoryRetention
         from acid_core.operations.housekeeping import housekeep
 
         log = logging.getLogger("airflow.task")

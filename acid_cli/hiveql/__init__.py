@@ -1,4 +1,10 @@
-"""HiveQL for `acid sql`: a pure parser from statement text to the value objects in `acid_cli.hiveql.ast`."""
+"""The statements `acid sql` accepts, read into the value objects of `acid_cli.hiveql.ast` (pure: no I/O).
+
+Two readers, one per kind of statement: `parser` (with `tokens`, `cursor`, `literals`, `types`) is this project's own
+parser of what the metastore runs (DDL, INSERT ... VALUES, SHOW, ALTER TABLE ... COMPACT, the ABORT statements);
+`spark_sql` reads what Spark runs (SELECT, INSERT ... SELECT, UPDATE, DELETE, MERGE) with sqlglot's Spark dialect,
+which is Hive's syntax as Spark parses it.
+"""
 
 from acid_cli.hiveql.ast import (
                                  ENGINE_KINDS,

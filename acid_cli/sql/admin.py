@@ -10,7 +10,7 @@ from acid_cli.sql.session import Session
 from acid_core.compaction.requests import check_request
 from acid_core.errors import MetastoreError, one_line
 from acid_core.metastore.codes import PENDING_STATES, CompactionState, CompactionType
-from acid_core.metastore.compactions import CompactionInfo
+from acid_core.metastore.compaction_rows import CompactionInfo
 from acid_core.metastore.locks import LOCK_ACQUIRED, LockType
 from acid_core.metastore.txns import TXN_OPEN
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from acid_core.errors import CompactionStateError, one_line
 from acid_core.metastore import Metastore
 from acid_core.metastore.codes import CompactionState
-from acid_core.metastore.compactions import CompactionInfo
+from acid_core.metastore.compaction_rows import CompactionInfo
 
 
 class Result(str, enum.Enum):
@@ -54,7 +54,7 @@ def aborted_message(entry: CompactionInfo) -> str:
     """`compaction 4 of db.t partition ds=1 aborted by <who or what>`, in the words the abort recorded in the entry's
     error message (Hive's ABORT COMPACTIONS writes "Compaction Aborted by Abort Comapction request.", spelling
     included: "aborted by Abort Comapction request")."""
-    recorded = one_line(entry.error_message or "").strip().rstrip(".")
+    recorded = (one_line(entry.error_message) or "").strip().rstrip(".")
     found = re.search(r"\baborted\s+(\S.*)", recorded, flags=re.IGNORECASE)  # "aborted by admin", "aborted from..."
     how = found.group(1) if found else (f"by request: {recorded}" if recorded else "by request")
     return f"compaction {entry.id} of {describe(entry)} aborted {how}"
@@ -104,6 +104,7 @@ def after_run(metastore: Metastore, compaction_id: int, *, worker_id: str | None
     if entry is not None and entry.state is CompactionState.INITIATED:
         message = one_line(f"{launcher} did not start the compaction: "
                            f"{one_line(launch_error) or 'it ended without claiming it'}")
+        assert message is not None  # one_line returns None for None only
         try:
             metastore.compactions.claim(worker_id=worker_id or f"{metastore.db.identity.host}-launcher",
                                         compaction_id=compaction_id)

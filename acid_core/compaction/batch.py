@@ -26,7 +26,7 @@ from acid_core.compaction.worker import CompactionWorker, Runner
 from acid_core.errors import AcidError, CompactionStateError, UsageError, one_line_cause
 from acid_core.metastore import Metastore
 from acid_core.metastore.codes import CompactionType
-from acid_core.metastore.compactions import CompactionInfo
+from acid_core.metastore.compaction_rows import CompactionInfo
 from acid_core.metastore.engine import outage_counts
 
 # At most this many compactions share a Spark job (a big cluster's slots would otherwise claim hundreds at once,

@@ -8,10 +8,12 @@ poll costs what it reads, whatever the history. `acid_core.compaction.initiator`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 
 from acid_core import settings
 from acid_core.errors import UsageError
@@ -105,7 +107,9 @@ def read_candidates(metastore: Metastore, *, after: Cursor | None, limit: int | 
     ctc, cc, tc, txns = s.completed_txn_components.c, s.completed_compactions.c, s.txn_components.c, s.txns.c
     now = metastore.db.clock.now_ms()
 
-    def read(conn: Connection) -> tuple[list, list, list]:
+    def read(conn: Connection) -> tuple[Sequence[Row[Any, Any, Any, Any, Any]],
+                                        Sequence[Row[Any, Any, Any, Any, Any, Any]],
+                                        Sequence[Row[Any, Any, Any, Any, Any]]]:
         written = sa.select(ctc.CTC_DATABASE, ctc.CTC_TABLE, ctc.CTC_PARTITION, ctc.CTC_TIMESTAMP, ctc.CTC_TXNID
                             ).where(ctc.CTC_TABLE.is_not(None))
         if after is not None:

@@ -19,12 +19,8 @@ from acid_core import settings
 from acid_core.errors import AcidError, CompactionStateError, NoSuchObjectError, PathOutsideTableError, UsageError
 from acid_core.format.validity import LONG_MAX, ValidCleanerWriteIdList, ValidTxnList
 from acid_core.metastore import Metastore
-from acid_core.metastore.compactions import (
-    CLEANER_MAX_ATTEMPTS,
-    CLEANER_RETRY_RETENTION_MS,
-    CompactionInfo,
-    CompactionState,
-)
+from acid_core.metastore.compaction_rows import CompactionInfo
+from acid_core.metastore.compactions import CLEANER_MAX_ATTEMPTS, CLEANER_RETRY_RETENTION_MS, CompactionState
 from acid_core.metastore.locations import data_location
 from acid_core.metastore.txns import full_table_name
 from acid_core.read.state import DirectoryState, get_acid_state

@@ -244,10 +244,14 @@ def _delete_stream(fs: FileSystem, plan: CompactionPlan, work: BucketWork, read:
 def _write_deletes(fs: FileSystem, plan: CompactionPlan, work: BucketWork, final: str, background: bool,
                    read: list[int], counter: RowIdCounter | None = None, checker: FileChecker | None = None) -> int:
     pieces, row_type = _delete_stream(fs, plan, work, read, counter)
-    events = (event_table(DELETE_OPERATION, *(table.column(n).to_numpy() for n in KEY_FIELDS),
-                          table.column(CURRENT_WRITE_ID).to_numpy(), null_rows(row_type, table.num_rows))
-              for table in pieces)
-    stats = _write_events(fs, plan, work, final, events, background, checker)
+
+    def events() -> Iterator[pa.Table]:
+        for table in pieces:
+            original, bucket, row_id = (table.column(n).to_numpy() for n in KEY_FIELDS)
+            yield event_table(DELETE_OPERATION, original, bucket, row_id, table.column(CURRENT_WRITE_ID).to_numpy(),
+                              null_rows(row_type, table.num_rows))
+
+    stats = _write_events(fs, plan, work, final, events(), background, checker)
     return stats.deletes if stats is not None else 0
 
 
@@ -264,7 +268,7 @@ def run_bucket(plan: CompactionPlan, work: BucketWork, *, background: bool = Fal
         pieces = _insert_stream(fs, plan, work, apply_deletes=True, read=read, counters=counters)
         write = _write_rebalanced if renumbered else _write_inserts
         inserted = write(fs, plan, work, outputs[0], pieces, background, checker)
-        figures = None if checker is None else (
+        figures = None if checker is None or counters is None else (  # both or neither: plan.verify
             file_figures(fs, _output_path(fs, plan, work, outputs[0]), checker, directory=outputs[0], part=work.part,
                          expected=counters.expected),)
         return BucketResult(work.bucket, inserted, 0, read[0], part=work.part, figures=figures)
@@ -278,18 +282,25 @@ def run_bucket(plan: CompactionPlan, work: BucketWork, *, background: bool = Fal
         inserted = _write_inserts(fs, plan, work, insert_output,
                                   _insert_stream(fs, plan, work, apply_deletes=False, read=read, counters=counters),
                                   background, checker)
-        if checker is not None:
+        if checker is not None and counters is not None:  # both or neither: plan.verify
             found.append(file_figures(fs, _output_path(fs, plan, work, insert_output), checker,
                                       directory=insert_output, part=work.part, expected=counters.read.tally))
     if delete_output and work.deletes:
         counter = RowIdCounter() if plan.verify else None
         checker = FileChecker(work.bucket, strict=False) if plan.verify else None  # a row deleted twice: two events
         deleted = _write_deletes(fs, plan, work, delete_output, background, read, counter, checker)
-        if checker is not None:
+        if checker is not None and counter is not None:  # both or neither: plan.verify
             found.append(file_figures(fs, _output_path(fs, plan, work, delete_output), checker,
                                       directory=delete_output, part=work.part, expected=counter.tally))
     return BucketResult(work.bucket, inserted, deleted, read[0], part=work.part,
                         figures=tuple(found) if plan.verify else None)
+
+
+def _part_stats(part: EventFile) -> AcidStats:
+    """A part's `hive.acid.stats`: every part has them (`EventStreamWriter` stores them when it closes a file)."""
+    stats = part.stats
+    assert stats is not None, f"{part.path}: a compaction part without {STATS_KEY}"
+    return stats
 
 
 def join_parts(fs: FileSystem, plan: CompactionPlan) -> None:
@@ -311,7 +322,7 @@ def join_parts(fs: FileSystem, plan: CompactionPlan) -> None:
         if not paths:
             continue
         files = [EventFile(fs, path) for path in paths]
-        stats = [f.stats for f in files]
+        stats = [_part_stats(f) for f in files]
         metadata = {KEY_INDEX_KEY: "".join(f.user_metadata.get(KEY_INDEX_KEY, "") for f in files).encode(),
                     STATS_KEY: AcidStats(sum(s.inserts for s in stats), sum(s.updates for s in stats),
                                          sum(s.deletes for s in stats)).serialize(),

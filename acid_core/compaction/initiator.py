@@ -43,7 +43,7 @@ from acid_core.metastore.codes import MAX_REBALANCE_BUCKETS, CompactionState, Co
 from acid_core.metastore.locations import data_location
 from acid_core.metastore.pools import DEFAULT_POOL, pool_of
 from acid_core.metastore.txns import full_table_name
-from acid_core.read.state import DirectoryState, get_acid_state
+from acid_core.read.state import DirectoryState, PartitionListing, get_acid_state
 
 # The defaults (Hive's, from the registry).
 DELTA_NUM_THRESHOLD = settings.DELTA_NUM_THRESHOLD.default
@@ -199,17 +199,25 @@ def table_threshold(table: TableInfo, setting: settings.Setting, default: float)
     Raises:
         MetastoreError: the property's value is not one the setting allows (naming the table, property and value).
     """
-    text = table.param(setting.property_key)
+    key = setting.property_key
+    assert key is not None, f"setting {setting.name} is not a table property"
+    text = table.param(key)
     if text is None:
         return default
     try:
-        return setting.parse(text, what=f"table {table.full_name}: property {setting.property_key}")
+        return setting.parse(text, what=f"table {table.full_name}: property {key}")
     except InvalidSettingError as exc:
         raise MetastoreError(f"{exc}; fix or unset it") from None
 
 
+def _listing(state: DirectoryState) -> PartitionListing:
+    """The partition's listing, which every state `get_acid_state` returns carries."""
+    assert state.listing is not None, f"{state.location}: a directory state without its listing"
+    return state.listing
+
+
 def _bucket_bytes(state: DirectoryState, name: str) -> int:
-    return sum(child.size for child in state.listing.children(name)
+    return sum(child.size for child in _listing(state).children(name)
                if not child.is_dir and parse_bucket_file(child.name) is not None)
 
 
@@ -219,8 +227,9 @@ def base_and_delta_sizes(state: DirectoryState) -> tuple[int, int]:
         base_size = _bucket_bytes(state, state.base.name)
     else:
         wanted = set(state.original_files)
-        base_size = sum(entry.size for entry in state.listing.entries if not entry.is_dir and entry.name in wanted)
-        base_size += sum(f.size for f in state.listing.original_dir_files if f.name in wanted)
+        listing = _listing(state)
+        base_size = sum(entry.size for entry in listing.entries if not entry.is_dir and entry.name in wanted)
+        base_size += sum(f.size for f in listing.original_dir_files if f.name in wanted)
     return base_size, sum(_bucket_bytes(state, delta.name) for delta in state.deltas)
 
 
@@ -258,7 +267,7 @@ def _rebalance(table: TableInfo, state: DirectoryState, target_bytes: int) -> tu
     sizes: dict[int, int] = {}
     names = ([state.base.name] if state.base is not None else []) + [d.name for d in state.deltas if not d.is_delete]
     for name in names:
-        for child in state.listing.children(name):
+        for child in _listing(state).children(name):
             parsed = None if child.is_dir else parse_bucket_file(child.name)
             if parsed is not None:
                 sizes[parsed.bucket] = sizes.get(parsed.bucket, 0) + child.size
@@ -330,14 +339,14 @@ def decide(metastore: Metastore, candidate: Candidate, *, delta_num_threshold: i
     if compaction_type is None:
         return Decision(candidate, None, reason, why=WHY_BELOW_THRESHOLD)
     base_size, delta_size = base_and_delta_sizes(state)
-    measure = dict(benefit=sum(2 if d.is_delete else 1 for d in state.deltas) + len(state.aborted),
-                   cost_bytes=delta_size + (base_size if compaction_type is not CompactionType.MINOR else 0))
+    benefit = sum(2 if d.is_delete else 1 for d in state.deltas) + len(state.aborted)
+    cost_bytes = delta_size + (base_size if compaction_type is not CompactionType.MINOR else 0)
     if compaction_type is CompactionType.MAJOR:
         rebalance = _rebalance(table, state, rebalance_bucket_bytes)
         if rebalance is not None:
             return Decision(candidate, CompactionType.REBALANCE, f"{reason}; {rebalance[1]}",
-                            number_of_buckets=rebalance[0], pool=pool, **measure)
-    return Decision(candidate, compaction_type, reason, pool=pool, **measure)
+                            number_of_buckets=rebalance[0], pool=pool, benefit=benefit, cost_bytes=cost_bytes)
+    return Decision(candidate, compaction_type, reason, pool=pool, benefit=benefit, cost_bytes=cost_bytes)
 
 
 def run_initiator(metastore: Metastore, *, dry_run: bool = False, last_checked_ms: int | None = None,
@@ -426,24 +435,26 @@ def _decide_all(metastore: Metastore, candidates: list[Candidate], *, dry_run: b
     settled: dict[int, Decision] = {}
     spent: dict[str, int] = {}
     for position, decision in enumerate(due):
+        compaction_type = decision.compaction_type
+        assert compaction_type is not None  # `due` holds the decisions with a type
         pool = decision.pool or DEFAULT_POOL
         if budget_bytes > 0 and pool in spent and spent[pool] + decision.cost_bytes > budget_bytes:
             decision = replace(decision, why=WHY_BUDGET_SPENT, reason=(
                 f"{BUDGET_DEFERRED} pool {pool} has {spent[pool]} of its {budget_bytes} bytes of this cycle "
-                f"queued; this {decision.compaction_type.display} compaction ({decision.reason}; rank "
+                f"queued; this {compaction_type.display} compaction ({decision.reason}; rank "
                 f"{position + 1} of {len(due)}, {decision.benefit} directories for {decision.cost_bytes} bytes) "
                 "goes first at the next poll"))
             if not dry_run:
                 metastore.compactions.record_did_not_initiate(
                     decision.candidate.database, decision.candidate.table, decision.candidate.partition,
-                    decision.compaction_type, decision.reason, initiator_id=initiator_id, pool=pool)
+                    compaction_type, decision.reason, initiator_id=initiator_id, pool=pool)
             settled[id(decision.candidate)] = decision
             continue
         spent[pool] = spent.get(pool, 0) + decision.cost_bytes  # the first of a pool always fits: none starves
         if not dry_run:
             candidate = decision.candidate
             result = metastore.compactions.enqueue(candidate.database, candidate.table, candidate.partition,
-                                                   decision.compaction_type, initiator_id=initiator_id,
+                                                   compaction_type, initiator_id=initiator_id,
                                                    number_of_buckets=decision.number_of_buckets,
                                                    pool=decision.pool or DEFAULT_POOL)
             reason = decision.reason if result.accepted else f"{decision.reason}; not queued: {result.message}"

@@ -77,7 +77,9 @@ class CompactionPlan:
 
     @property
     def compactor_write_ids(self) -> ValidCompactorWriteIdList:
-        return ValidCompactorWriteIdList.parse(self.write_ids)
+        write_ids = ValidCompactorWriteIdList.parse(self.write_ids)
+        assert isinstance(write_ids, ValidCompactorWriteIdList)  # parse builds the class it is called on
+        return write_ids
 
     def temp_dir(self, final_name: str) -> str:
         """Where result `final_name` is built, as a path of the filesystem `FileSystem.resolve(location)` gives."""
@@ -147,11 +149,11 @@ def build_plan(fs: FileSystem, state: DirectoryState, *, compaction_id: int, kin
     if kind is CompactionType.REBALANCE:
         works = rebalance_works(fs, read, number_of_buckets)
     else:
-        buckets: dict[int, tuple[list, list]] = {}
+        buckets: dict[int, tuple[list[InsertSource], list[DeleteSource]]] = {}
         for source in read.inserts:
             buckets.setdefault(source_bucket(source), ([], []))[0].append(source)
-        for source in read.deletes:
-            buckets.setdefault(file_bucket(source.path), ([], []))[1].append(source)
+        for delete in read.deletes:
+            buckets.setdefault(file_bucket(delete.path), ([], []))[1].append(delete)
         slots = max(1, parallelism)
         spread = -(-slots // max(1, len(buckets)))  # parts per bucket that would keep every slot busy
         works = tuple(work for b, (i, d) in sorted(buckets.items())
@@ -255,18 +257,19 @@ def split_keys(fs: FileSystem, sources: Sequence[InsertSource], parts: int) -> l
                 continue
             # the stripe's keys a batch at a time (a stripe written by Hive holds millions of rows): a cut every
             # `step` rows and at the last row
-            previous, position, cut, last = -1, 0, step - 1, None
+            last: Key | None = None
+            previous_cut, position, cut = -1, 0, step - 1
             for batch in event_file.iter_batches(KEY_FIELDS, stripes=range(stripe, stripe + 1)):
                 columns = [batch.column(name).to_numpy() for name in KEY_FIELDS]
                 while cut < position + batch.num_rows:
                     at = cut - position
-                    marks.append(((int(columns[0][at]), int(columns[1][at]), int(columns[2][at])), cut - previous))
-                    previous, cut = cut, cut + step
+                    marks.append(((int(columns[0][at]), int(columns[1][at]), int(columns[2][at])), cut - previous_cut))
+                    previous_cut, cut = cut, cut + step
                 if batch.num_rows:
                     last = (int(columns[0][-1]), int(columns[1][-1]), int(columns[2][-1]))
                 position += batch.num_rows
-            if last is not None and previous < position - 1:
-                marks.append((last, position - 1 - previous))
+            if last is not None and previous_cut < position - 1:
+                marks.append((last, position - 1 - previous_cut))
     marks.sort()
     reached = list(itertools.accumulate(rows for _, rows in marks))  # rows up to and including each mark
     total = reached[-1]

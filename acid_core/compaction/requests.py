@@ -112,9 +112,11 @@ def check_request(metastore: Metastore, database: str, table: str, compaction_ty
     if partition is not None and not info.partition_keys:
         raise MetastoreError(f"table {info.full_name} is not partitioned, got partition "
                              f"{partition if isinstance(partition, str) else dict(partition)!r}")
+    targets: tuple[str | None, ...]
     if partition is not None:
         spec = parse_partition_dir_name(partition) if isinstance(partition, str) else partition
         name = info.partition_name(spec)
+        assert name is not None  # a partitioned table's (checked above) spec names a partition or raises
         require_partition(metastore, info, name)
         targets = (name,)
     elif info.partition_keys:

@@ -34,7 +34,7 @@ from acid_core.format.layout import ParsedDelta, parse_directory
 from acid_core.format.validity import RangeResponse, ValidCompactorWriteIdList, ValidWriteIdList
 from acid_core.metastore import Metastore
 from acid_core.metastore.codes import REBALANCE_BUCKETED_MESSAGE, CompactionType
-from acid_core.metastore.compactions import CompactionInfo
+from acid_core.metastore.compaction_rows import CompactionInfo
 from acid_core.metastore.locations import data_location
 from acid_core.metastore.locks import LOCK_TIMEOUT_MS, LockComponent, LockType
 from acid_core.metastore.txns import StagingRecord, TxnType, full_table_name
@@ -140,6 +140,20 @@ class _Attempt:
     stop: threading.Event = field(default_factory=threading.Event)
     lost: str | None = None  # why its transaction can no longer commit (set by the heartbeat thread)
 
+    @property
+    def ready(self) -> _Prepared:
+        """Its prepared compaction: every attempt `_start` neither failed nor ended has one."""
+        assert self.prepared is not None, f"compaction {self.info.id} was not prepared"
+        return self.prepared
+
+    @property
+    def result(self) -> Outcome | BaseException:
+        """The error it failed with, else its outcome: every attempt has one of them once it ended."""
+        if self.error is not None:
+            return self.error
+        assert self.outcome is not None, f"compaction {self.info.id} has not ended"
+        return self.outcome
+
 
 class CompactionWorker:
     def __init__(self, metastore: Metastore, *, worker_id: str | None = None, runner: Runner = local_runner,
@@ -164,7 +178,9 @@ class CompactionWorker:
             return Outcome(compaction_id, Result.NOTHING_TO_DO.value, verdict.message)
         if verdict.result is not Result.RUN:
             raise CompactionStateError(verdict.message)
-        return self.run_claimed(queue.claim(worker_id=self.worker_id, compaction_id=compaction_id))
+        info = queue.claim(worker_id=self.worker_id, compaction_id=compaction_id)
+        assert info is not None  # a claim of a given id raises CompactionStateError rather than return None
+        return self.run_claimed(info)
 
     def run_claimed(self, info: CompactionInfo) -> Outcome:
         """Run a compaction this worker has just claimed (`working`, its worker id ours) to the end.
@@ -188,7 +204,7 @@ class CompactionWorker:
                 self._start(attempt)
             planned = [a for a in started if a.error is None and a.outcome is None]
             if planned:
-                for attempt, results in zip(planned, self._run_plans([a.prepared.plan for a in planned])):
+                for attempt, results in zip(planned, self._run_plans([a.ready.plan for a in planned])):
                     if attempt.lost is not None:  # its transaction can no longer commit
                         self._failed(attempt, CompactionStateError(attempt.lost))
                         continue
@@ -196,10 +212,10 @@ class CompactionWorker:
                         self._failed(attempt, results)
                         continue
                     try:
-                        attempt.outcome = self._finish(attempt.prepared, results)
+                        attempt.outcome = self._finish(attempt.ready, results)
                     except Exception as exc:
                         self._failed(attempt, exc)
-            return [a.error if a.error is not None else a.outcome for a in started]
+            return [a.result for a in started]
         except BaseException as exc:  # interrupted: every attempt still in hand fails (housekeeping if killed)
             for attempt in started:
                 if attempt.error is None and attempt.outcome is None:
@@ -257,6 +273,8 @@ class CompactionWorker:
         every few seconds; when none has succeeded for hive.txn.timeout, or the transaction was aborted, the attempt
         is marked lost (`_Attempt.lost`) and its running tasks are cancelled: it stops with that one-line reason
         instead of finishing work it could no longer commit."""
+        txn_id = attempt.txn_id
+        assert txn_id is not None  # the thread starts once the compactor transaction is open
         txns = self.metastore.txns
         timeout_s = txns.txn_timeout_ms / 1000
         interval = max(1.0, min(timeout_s / 4, HEARTBEAT_SECONDS))
@@ -264,7 +282,7 @@ class CompactionWorker:
         failing_since: float | None = None
         while not attempt.stop.wait(interval if failing_since is None else min(interval, 5.0)):
             try:
-                txns.heartbeat(attempt.txn_id)
+                txns.heartbeat(txn_id)
             except MetastoreUnavailableError as exc:
                 silent = time.monotonic() - renewed
                 failing_since = failing_since or time.monotonic()

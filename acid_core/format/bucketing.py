@@ -13,6 +13,7 @@ import struct
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -173,7 +174,7 @@ def _mix_tail(h: np.ndarray, k: np.ndarray, has_tail: np.ndarray) -> np.ndarray:
     return np.where(has_tail, h ^ k, h)
 
 
-def _finish(h: np.ndarray, length: np.ndarray) -> np.ndarray:
+def _finish(h: npt.NDArray[np.uint64], length: np.ndarray) -> np.ndarray:
     h = h ^ length.astype(np.uint64)
     h ^= h >> np.uint64(16)
     h = (h * np.uint64(0x85EBCA6B)) & _M32

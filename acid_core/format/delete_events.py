@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -69,7 +70,7 @@ class KeyArrays:
 
     def position(self, key: Key, *, after: bool = False) -> int:
         """In sorted keys: the index of the first key >= `key` (> `key` with `after`), by binary search."""
-        side = "right" if after else "left"
+        side: Literal["left", "right"] = "right" if after else "left"
         low, high = np.searchsorted(self.owid, key[0], "left"), np.searchsorted(self.owid, key[0], "right")
         if low == high:
             return int(low)

@@ -12,6 +12,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable, Sequence
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -156,8 +157,10 @@ class EventStreamWriter:
         self._rowwise = _exact_types_needed(columns)
         self._exit = contextlib.ExitStack()
         self._scratch = self._exit.enter_context(local_scratch(fs, destination))
-        self._writer = None
-        self._stream = None
+        # the file's writer: pyorc's row-wise one for char/varchar tables (on `_stream`), else pyarrow's
+        self._rows_writer: EventFileWriter | None = None
+        self._stream: BinaryIO | None = None
+        self._orc_writer: pa_orc.ORCWriter | None = None
         self._schema: pa.Schema | None = None
         self._last: tuple | None = None
         self._counts = [0, 0, 0]
@@ -199,13 +202,14 @@ class EventStreamWriter:
             raise SchemaMismatchError(f"{self.destination}: a batch of events does not fit the file's schema: "
                                       f"row {table.schema.field(ROW).type} after {self._schema.field(ROW).type}")
         if self._rowwise:
+            assert self._rows_writer is not None, "opened with the first batch"
             events = _rowwise_events(table)
             start = 0
             while start < len(events):  # one call per run of equal operations
                 end = start
                 while end < len(events) and events[end][0] == events[start][0]:
                     end += 1
-                self._writer.write(events[start:end], operation=events[start][0])
+                self._rows_writer.write(events[start:end], operation=events[start][0])
                 start = end
             return
         self._pending.append(table)
@@ -226,9 +230,10 @@ class EventStreamWriter:
 
     def _submit(self, table: pa.Table) -> None:
         """Hand whole stripes to the ORC writer (its thread: waits while a stripe is already waiting, bounded memory)."""
+        assert self._orc_writer is not None, "opened with the first batch"
         if not self._background:
             try:
-                self._writer.write(table)
+                self._orc_writer.write(table)
             except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise SchemaMismatchError(f"{self.destination}: ORC cannot hold these events: {exc}") from exc
             return
@@ -237,21 +242,24 @@ class EventStreamWriter:
             self._thread = threading.Thread(target=self._drain, name="orc-event-writer", daemon=True)
             self._thread.start()
         self._raise_failure()
+        assert self._queue is not None, "made with the thread"
         self._queue.put(table)
 
     def _drain(self) -> None:
+        assert self._queue is not None and self._orc_writer is not None, "made before the thread starts"
         while True:
             table = self._queue.get()
             if table is None:
                 return
             if self._failure is None:  # after a failure, keep taking tables so that no producer waits for ever
                 try:
-                    self._writer.write(table)
+                    self._orc_writer.write(table)
                 except BaseException as exc:  # raised in the producer's thread by _raise_failure
                     self._failure = exc
 
     def _stop_thread(self) -> None:
         if self._thread is not None:
+            assert self._queue is not None, "made with the thread"
             self._queue.put(None)
             self._thread.join()
             self._thread = None
@@ -267,10 +275,11 @@ class EventStreamWriter:
     def _open(self) -> None:
         if self._rowwise:
             self._stream = self._exit.enter_context(self._scratch.open_for_writing())
-            self._writer = EventFileWriter(self._stream, self.columns, compression=self.compression)
+            assert self.columns is not None, "only a table with char or varchar columns is written row by row"
+            self._rows_writer = EventFileWriter(self._stream, self.columns, compression=self.compression)
         else:
-            self._writer = pa_orc.ORCWriter(self._scratch.path, compression=_COMPRESSION[self.compression],
-                                            file_version="0.12", batch_size=self._stripe_rows, stripe_size=1)
+            self._orc_writer = pa_orc.ORCWriter(self._scratch.path, compression=_COMPRESSION[self.compression],
+                                                file_version="0.12", batch_size=self._stripe_rows, stripe_size=1)
 
     @property
     def rows(self) -> int:
@@ -291,10 +300,13 @@ class EventStreamWriter:
                 self._flush(whole_stripes_only=False)
             self._stop_thread()
             self._raise_failure()
-            self._writer.close()
             if self._rowwise:
+                assert self._rows_writer is not None and self._stream is not None, "opened with the first batch"
+                self._rows_writer.close()
                 self._stream.close()
             else:
+                assert self._orc_writer is not None, "opened with the first batch"
+                self._orc_writer.close()
                 _add_acid_metadata(self._scratch, stats, self.destination, key_observer=self._key_observer)
             put_scratch(self.fs, self._scratch, self.destination)
         return stats
@@ -302,9 +314,9 @@ class EventStreamWriter:
     def abort(self) -> None:
         """Drop what was written (the scratch file)."""
         self._stop_thread()
-        if self._writer is not None and not self._rowwise:
+        if self._orc_writer is not None:  # the row-wise writer's stream closes with `_exit`
             try:
-                self._writer.close()
+                self._orc_writer.close()
             except (pa.ArrowException, OSError):
                 pass
         self._exit.close()

@@ -8,7 +8,7 @@ reading goes through pyarrow's columnar ORC reader. Every row of an event file i
 from __future__ import annotations
 
 import struct as _struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -149,6 +149,7 @@ class EventFileWriter:
         """End the current stripe and write an intermediate footer; returns the length a reader may use
         (what a streaming writer records in the `_flush_length` side file)."""
         if self._in_stripe:
+            assert self._last_key is not None, "a stripe with rows has a last key"
             self._key_index.append("{},{},{};".format(*self._last_key))
             self._in_stripe = 0
         return self._writer.write_intermediate_footer()
@@ -160,6 +161,7 @@ class EventFileWriter:
     def close(self) -> AcidStats:
         """Finish the last stripe, store Hive's user metadata and close the ORC file."""
         if self._in_stripe:
+            assert self._last_key is not None, "a stripe with rows has a last key"
             self._key_index.append("{},{},{};".format(*self._last_key))
         self._writer.set_user_metadata(**{
             KEY_INDEX_KEY: "".join(self._key_index).encode(),
@@ -264,7 +266,7 @@ class EventFile:
         return keys
 
     def iter_batches(self, columns: Sequence[str], *, batch_rows: int = BATCH_ROWS,
-                     stripes: range | None = None) -> Iterator[pa.RecordBatch]:
+                     stripes: range | None = None) -> Generator[pa.RecordBatch, None, None]:
         """The named top-level columns, in file order, at most `batch_rows` rows at a time: ORC's row reader
         streams through the stripes, so memory is a batch plus the compressed streams of the stripe at hand however
         many rows a stripe holds (a file written by Hive holds millions of rows in one 64 MiB stripe), where
@@ -284,6 +286,7 @@ class EventFile:
         handle = None
         try:
             if not whole:
+                assert stripes is not None, "no stripes chosen reads the whole file"
                 handle = self._fs.open_input(self.path) if self._prefix is None else pa.BufferReader(self._prefix)
                 source, filesystem = StripeRangeFile(handle, self.path, stripes.start, stripes.stop), None
             fragment = _ORC_FORMAT.make_fragment(source, filesystem=filesystem)

@@ -39,7 +39,7 @@ TEXT_KINDS = ("string", "varchar", "char")
 COMPLEX_KINDS = ("array", "map", "struct", "uniontype")
 TIMESTAMP_LOCAL_TZ = "timestamp with local time zone"
 
-_KIND_BY_ORC = {
+_KIND_BY_ORC: dict[int, str] = {  # TypeDescription.kind is an int (a TypeKind)
     pyorc.TypeKind.BOOLEAN: "boolean", pyorc.TypeKind.BYTE: "tinyint", pyorc.TypeKind.SHORT: "smallint",
     pyorc.TypeKind.INT: "int", pyorc.TypeKind.LONG: "bigint", pyorc.TypeKind.FLOAT: "float",
     pyorc.TypeKind.DOUBLE: "double", pyorc.TypeKind.STRING: "string", pyorc.TypeKind.BINARY: "binary",
@@ -168,29 +168,36 @@ def _from_orc(description: pyorc.TypeDescription, text: str) -> HiveType:
     kind = _KIND_BY_ORC.get(description.kind)
     if kind is None:
         raise InvalidTypeError(f"Hive type {text!r}: ORC type {description} has no Hive equivalent")
+    # each kind is its own subclass of TypeDescription (the one that has its parameters and children)
     if kind == "decimal":
+        assert isinstance(description, pyorc.Decimal)
         precision, scale = description.precision, description.scale
         if not 1 <= precision <= MAX_DECIMAL_PRECISION or not 0 <= scale <= precision:
             raise InvalidTypeError(f"Hive type {text!r}: decimal({precision},{scale}) needs a precision of 1.."
                                    f"{MAX_DECIMAL_PRECISION} and a scale of 0..precision")
         return HiveType(kind, precision=precision, scale=scale)
     if kind in ("varchar", "char"):
+        assert isinstance(description, (pyorc.VarChar, pyorc.Char))
         limit = MAX_VARCHAR_LENGTH if kind == "varchar" else MAX_CHAR_LENGTH
         if not 1 <= description.max_length <= limit:
             raise InvalidTypeError(f"Hive type {text!r}: {kind}({description.max_length}) needs a length of "
                                    f"1..{limit}")
         return HiveType(kind, length=description.max_length)
     if kind == "array":
+        assert isinstance(description, pyorc.Array)
         return HiveType(kind, children=(_from_orc(description.type, text),))
     if kind == "map":
+        assert isinstance(description, pyorc.Map)
         return HiveType(kind, children=(_from_orc(description.key, text), _from_orc(description.value, text)))
     if kind == "struct":
+        assert isinstance(description, pyorc.Struct)
         names = tuple(description.fields)
         if not names:
             raise InvalidTypeError(f"Hive type {text!r}: a struct needs at least one field")
         return HiveType(kind, children=tuple(_from_orc(description.fields[n], text) for n in names),
                         field_names=names)
     if kind == "uniontype":
+        assert isinstance(description, pyorc.Union)
         return HiveType(kind, children=tuple(_from_orc(member, text) for member in description.cont_types))
     return HiveType(kind)
 

@@ -69,6 +69,7 @@ def decimal_rounder(type_name: str) -> Callable[[Any], Any] | None:
     hive_type = parse_type(type_name)
     if hive_type.kind != "decimal":
         return None
+    assert hive_type.scale is not None, "a parsed decimal type has its scale"
     quantum = decimal.Decimal(1).scaleb(-hive_type.scale)
     return lambda value: decimal.Decimal(value).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
 
@@ -84,6 +85,7 @@ def value_check(type_name: str) -> Check | None:
     if kind in _INT_BITS:
         return _integer(_INT_BITS[kind], name)
     if kind == "decimal":
+        assert hive_type.precision is not None and hive_type.scale is not None, "a parsed decimal has both"
         return _decimal(hive_type.precision, hive_type.scale, name)
     if kind in ("float", "double"):
         return _instance((int, float), name, no_bool=True)
@@ -125,9 +127,9 @@ class RowChecker:
             if value is not None and (problem := check(value)) is not None:
                 raise InvalidRowError(f"row {index}, column {name!r}: {problem}")
         if self._rounders and any(values[i] is not None for i, _ in self._rounders):
-            values = list(values)
+            rounded = list(values)
             for position, rounder in self._rounders:
-                if values[position] is not None:
-                    values[position] = rounder(values[position])
-            values = tuple(values)
+                if rounded[position] is not None:
+                    rounded[position] = rounder(rounded[position])
+            values = tuple(rounded)
         return values

@@ -1,8 +1,13 @@
-"""The compaction queue and its history: COMPACTION_QUEUE and COMPLETED_COMPACTIONS with Hive's states and rules.
+"""The compaction queue's moves: COMPACTION_QUEUE into COMPLETED_COMPACTIONS with Hive's states and rules.
 
 initiated -> working -> ready for cleaning -> (history) succeeded; failed, refused, did not initiate and aborted go
 straight to history. Each move is a compare-and-swap on CQ_STATE; history rows keep the queue row's id.
-The types and states themselves are defined in `acid_core.metastore.codes` (re-exported here).
+The types and states are `acid_core.metastore.codes`, the row mapping `compaction_rows`, SHOW COMPACTIONS and the
+history's purge `compaction_history`.
+
+Over 500 lines because the queue is one state machine: every move (enqueue, claim, the compactor transaction,
+compacted, cleaned, failed, refused, aborted, reverted, orphaned, ready to clean) is a compare-and-swap that reads and
+writes the same rows under the same rules, and splitting them would spread one set of invariants over several files.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -18,10 +23,12 @@ from sqlalchemy.engine import Connection
 from acid_core import settings
 from acid_core.errors import CompactionStateError, MetastoreError, UsageError
 from acid_core.format.validity import ValidTxnList
-from acid_core.metastore import holds
+from acid_core.metastore import compaction_history, holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.catalog import Catalog, check_identifier
 from acid_core.metastore.codes import QUEUE_STATES, CompactionState, CompactionType, check_number_of_buckets
+from acid_core.metastore.compaction_history import HistoryRetention
+from acid_core.metastore.compaction_rows import CompactionInfo, history_values, info_from_history, info_from_queue
 from acid_core.metastore.engine import NOT_DONE, Database
 from acid_core.metastore.pools import DEFAULT_POOL, check_pool_name, pool_of
 from acid_core.metastore.properties import spark_conf_of
@@ -30,73 +37,6 @@ from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, Operation, TxnStore,
 CLEANER_RETRY_RETENTION_MS = settings.RETRY_RETENTION.default_ms  # hive.compactor.cleaner.retry.retention.time
 CLEANER_MAX_ATTEMPTS = settings.MAX_ATTEMPTS.default  # hive.compactor.cleaner.retry.maxattempts
 ABORTED_BY_REQUEST = "Compaction Aborted by Abort Comapction request."  # Hive's text, spelling included
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionInfo:
-    """A queue or history entry (history entries have `end_ms`)."""
-
-    id: int
-    database: str
-    table: str
-    partition: str | None
-    state: CompactionState
-    type: CompactionType
-    properties: str | None
-    worker_id: str | None
-    enqueue_ms: int | None
-    start_ms: int | None
-    end_ms: int | None
-    run_as: str | None
-    highest_write_id: int | None
-    hadoop_job_id: str | None
-    error_message: str | None
-    next_txn_id: int | None
-    txn_id: int | None
-    commit_ms: int | None
-    initiator_id: str | None
-    initiator_version: str | None
-    worker_version: str | None
-    pool_name: str | None
-    number_of_buckets: int | None
-    order_by: str | None
-    cleaner_start_ms: int | None = None
-    retry_retention_ms: int = 0
-
-    @property
-    def full_table_name(self) -> str:
-        return f"{self.database}.{self.table}"
-
-
-_NAMES = [f.name for f in fields(CompactionInfo)]
-_SUFFIXES = ["ID", "DATABASE", "TABLE", "PARTITION", "STATE", "TYPE", "TBLPROPERTIES", "WORKER_ID", "ENQUEUE_TIME",
-             "START", "END", "RUN_AS", "HIGHEST_WRITE_ID", "HADOOP_JOB_ID", "ERROR_MESSAGE", "NEXT_TXN_ID", "TXN_ID",
-             "COMMIT_TIME", "INITIATOR_ID", "INITIATOR_VERSION", "WORKER_VERSION", "POOL_NAME", "NUMBER_OF_BUCKETS",
-             "ORDER_BY"]
-
-
-def _from_queue(row) -> CompactionInfo:
-    values = {name: (None if suffix == "END" else row._mapping[f"CQ_{suffix}"]) for name, suffix in zip(_NAMES, _SUFFIXES)}
-    values.update(cleaner_start_ms=row.CQ_CLEANER_START, retry_retention_ms=row.CQ_RETRY_RETENTION or 0)
-    return _typed(values)
-
-
-def _from_history(row) -> CompactionInfo:
-    return _typed({name: row._mapping[f"CC_{suffix}"] for name, suffix in zip(_NAMES, _SUFFIXES)})
-
-
-def _typed(values: dict) -> CompactionInfo:
-    values["state"] = CompactionState(values["state"])
-    values["type"] = CompactionType(values["type"])
-    return CompactionInfo(**values)
-
-
-def _history_values(info: CompactionInfo, state: CompactionState, end_ms: int, message: str | None) -> dict:
-    values = {f"CC_{suffix}": getattr(info, name) for name, suffix in zip(_NAMES, _SUFFIXES)}
-    values.update(CC_STATE=state.value, CC_TYPE=info.type.value, CC_END=end_ms)
-    if message is not None:
-        values["CC_ERROR_MESSAGE"] = message
-    return values
 
 
 def _compactor_high_watermark(conn: Connection, database: str, table: str) -> int:
@@ -121,17 +61,6 @@ class EnqueueResult:
     accepted: bool
     state: CompactionState
     message: str
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryRetention:
-    """How many history entries to keep per partition and state, and for how long (Hive's retention settings)."""
-
-    succeeded: int = settings.HISTORY_SUCCEEDED.default
-    failed: int = settings.HISTORY_FAILED.default
-    did_not_initiate: int = settings.HISTORY_DID_NOT_INITIATE.default
-    refused: int = settings.HISTORY_REFUSED.default
-    timeout_ms: int = settings.HISTORY_TIMEOUT.default_ms
 
 
 ORPHAN_GRACE_MS = 30_000  # an unreferenced compactor transaction younger than this is left to its worker
@@ -231,15 +160,15 @@ class CompactionQueue:
             where = f"it is {current.state.display}" if current else "no such compaction"
             raise CompactionStateError(f"cannot {action} compaction {compaction_id}: {where} "
                                        f"(needs {' or '.join(state.display for state in allowed)})")
-        return _from_queue(row)
+        return info_from_queue(row)
 
     @staticmethod
     def get_in(conn: Connection, compaction_id: int) -> CompactionInfo | None:
         row = conn.execute(sa.select(s.compaction_queue).where(s.compaction_queue.c.CQ_ID == compaction_id)).first()
         if row is not None:
-            return _from_queue(row)
+            return info_from_queue(row)
         row = conn.execute(sa.select(s.completed_compactions).where(s.completed_compactions.c.CC_ID == compaction_id)).first()
-        return _from_history(row) if row is not None else None
+        return info_from_history(row) if row is not None else None
 
     def initiated(self, *, limit: int | None = None, pool: str | None = None, other_than: Collection[str] = (),
                   pool_timeout_ms: int = 0) -> list[CompactionInfo]:
@@ -265,7 +194,7 @@ class CompactionQueue:
         if pool is not None:
             where.append(pool_name == pool)
         elif other_than:
-            wanted = pool_name.not_in(sorted(set(other_than)))
+            wanted: sa.ColumnElement[bool] = pool_name.not_in(sorted(set(other_than)))
             if pool_timeout_ms > 0:
                 wanted = sa.or_(wanted, cq.CQ_ENQUEUE_TIME < self.db.clock.now_ms() - pool_timeout_ms)
             where.append(wanted)
@@ -273,7 +202,7 @@ class CompactionQueue:
         if limit is not None:
             query = query.limit(limit)
         return self.db.run("list initiated compactions",
-                           lambda conn: [_from_queue(row) for row in conn.execute(query).all()], write=False)
+                           lambda conn: [info_from_queue(row) for row in conn.execute(query).all()], write=False)
 
     def claim(self, *, worker_id: str, compaction_id: int | None = None, pool: str | None = None,
               worker_version: str | None = None) -> CompactionInfo | None:
@@ -301,7 +230,7 @@ class CompactionQueue:
                 current = self.get_in(conn, compaction_id)
                 where = f"it is {current.state.display}" if current else "no such compaction"
                 raise CompactionStateError(f"cannot claim compaction {compaction_id}: {where} (needs initiated)")
-            return _from_queue(row) if row is not None else None
+            return info_from_queue(row) if row is not None else None
 
         return self.db.run("claim a compaction", claim_)
 
@@ -395,7 +324,7 @@ class CompactionQueue:
         return check
 
     def _to_history(self, conn: Connection, info: CompactionInfo, state: CompactionState, message: str | None) -> None:
-        conn.execute(s.completed_compactions.insert().values(_history_values(info, state, self.db.clock.now_ms(), message)))
+        conn.execute(s.completed_compactions.insert().values(history_values(info, state, self.db.clock.now_ms(), message)))
         conn.execute(s.compaction_queue.delete().where(s.compaction_queue.c.CQ_ID == info.id))
 
     def mark_cleaned(self, compaction_id: int) -> None:
@@ -442,7 +371,7 @@ class CompactionQueue:
                                    .values(CQ_STATE=cq.CQ_STATE).returning(*s.compaction_queue.c)).first()
                 if row is None:
                     continue
-                info = _from_queue(row)
+                info = info_from_queue(row)
                 self._to_history(conn, info, CompactionState.FAILED,
                                  f"compactor transaction {info.txn_id} ended without committing after the compaction "
                                  "was marked ready for cleaning (its worker died or timed out); its output is "
@@ -486,7 +415,9 @@ class CompactionQueue:
                 conn.execute(s.compaction_queue.update().where(cq.CQ_ID == compaction_id).values(
                     CQ_RETRY_RETENTION=(2 ** attempts) * retry_retention_ms, CQ_ERROR_MESSAGE=message[:20000],
                     CQ_CLEANER_START=None))
-            return self.get_in(conn, compaction_id)
+            after = self.get_in(conn, compaction_id)
+            assert after is not None, "the entry was just read and moved in this transaction"  # queue or history
+            return after
 
         return self.db.run(f"record a cleaning error of compaction {compaction_id}", record)
 
@@ -586,7 +517,7 @@ class CompactionQueue:
             if self.db.dialect == "postgresql":
                 query = query.with_for_update()
             reverted = []
-            for info in [_from_queue(row) for row in conn.execute(query).all()]:
+            for info in [info_from_queue(row) for row in conn.execute(query).all()]:
                 changed = conn.execute(s.compaction_queue.update().where(
                     cq.CQ_ID == info.id, cq.CQ_STATE == CompactionState.WORKING.value, cq.CQ_START == info.start_ms)
                     .values(CQ_STATE=CompactionState.INITIATED.value, CQ_WORKER_ID=None, CQ_START=None,
@@ -624,7 +555,7 @@ class CompactionQueue:
                 lowest[key] = min(lowest.get(key, row.CQ_HIGHEST_WRITE_ID or 0), row.CQ_HIGHEST_WRITE_ID or 0)
             ready = []
             for row in rows:
-                info = _from_queue(row)
+                info = info_from_queue(row)
                 if (info.highest_write_id or 0) != lowest[(info.database, info.table, info.partition)]:
                     continue
                 if info.commit_ms is not None and info.commit_ms > now - info.retry_retention_ms - retention_ms:
@@ -644,90 +575,11 @@ class CompactionQueue:
     def show(self, *, compaction_id: int | None = None, database: str | None = None, table: str | None = None,
              partition: str | None = None, pool: str | None = None, compaction_type: CompactionType | None = None,
              state: CompactionState | None = None, limit: int | None = None) -> list[CompactionInfo]:
-        """SHOW COMPACTIONS: queue and history, newest activity first, then by enqueue time (Hive's default order).
-
-        The filters and the limit run in SQL on each of the two tables, so a limited SHOW reads at most `limit` rows
-        of each however long the history.
-        """
-        def query(table: sa.Table, prefix: str, history: bool):
-            c = table.c
-            times = [sa.func.coalesce(c[f"{prefix}_{name}"], 0) for name in (("END",) if history else ()) + ("START", "COMMIT_TIME")]
-            activity = (sa.func.greatest if self.db.dialect == "postgresql" else sa.func.max)(*times, 0)
-            where = []
-            for value, column in ((compaction_id, "ID"), (database and database.lower(), "DATABASE"),
-                                  (table_name and table_name.lower(), "TABLE"), (partition, "PARTITION"),
-                                  (compaction_type and compaction_type.value, "TYPE"), (state and state.value, "STATE")):
-                if value is not None:
-                    where.append(c[f"{prefix}_{column}"] == value)
-            if pool is not None:
-                where.append(sa.func.coalesce(c[f"{prefix}_POOL_NAME"], "default") == pool)
-            select = sa.select(table).where(*where).order_by(activity.desc(), sa.func.coalesce(
-                c[f"{prefix}_ENQUEUE_TIME"], 0), c[f"{prefix}_ID"])
-            return select.limit(limit) if limit is not None else select
-
-        table_name = table
-
-        def read(conn: Connection) -> list[CompactionInfo]:
-            found = [_from_queue(r) for r in conn.execute(query(s.compaction_queue, "CQ", False)).all()]
-            found += [_from_history(r) for r in conn.execute(query(s.completed_compactions, "CC", True)).all()]
-            return found
-
-        wanted = self.db.run("show compactions", read, write=False, snapshot=True)
-        wanted.sort(key=lambda e: (-(max(e.end_ms or 0, e.start_ms or 0, e.commit_ms or 0)), e.enqueue_ms or 0, e.id))
-        return wanted[:limit] if limit is not None else wanted
+        """SHOW COMPACTIONS (`compaction_history.show`)."""
+        return compaction_history.show(self.db, compaction_id=compaction_id, database=database, table=table,
+                                       partition=partition, pool=pool, compaction_type=compaction_type, state=state,
+                                       limit=limit)
 
     def purge_history(self, retention: HistoryRetention = HistoryRetention(), *, since_ms: int | None = None) -> int:
-        """Keep the newest N history entries per partition and state; drop old failures superseded by a success.
-
-        Args:
-            since_ms: look only at partitions with an entry that ended since then, or with a failed, did-not-initiate
-                or refused entry that started before the retention time-out (both found by index), instead of the
-                whole history: a partition's counts grow only when it gets an entry, and its old failures age out
-                in place. None looks at every partition (a changed retention then applies everywhere at once).
-        """
-        keep = {CompactionState.SUCCEEDED.value: retention.succeeded, CompactionState.FAILED.value: retention.failed,
-                CompactionState.DID_NOT_INITIATE.value: retention.did_not_initiate,
-                CompactionState.REFUSED.value: retention.refused}
-        cc = s.completed_compactions.c
-        columns = (cc.CC_ID, cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION, cc.CC_STATE, cc.CC_TYPE, cc.CC_START)
-        cutoff = self.db.clock.now_ms() - retention.timeout_ms
-        aging = ("a", "f", "c")
-
-        def history_rows(conn: Connection) -> list:
-            if since_ms is None:
-                return conn.execute(sa.select(*columns).order_by(cc.CC_ID.desc())).all()
-            where = {tuple(row) for row in conn.execute(sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
-                                                        .where(cc.CC_END >= since_ms)).all()}
-            where |= {tuple(row) for row in conn.execute(sa.select(cc.CC_DATABASE, cc.CC_TABLE, cc.CC_PARTITION)
-                                                         .where(cc.CC_STATE.in_(aging), sa.func.coalesce(cc.CC_START, 0) < cutoff)).all()}
-            rows = []
-            for database, table, partition in where:
-                rows += conn.execute(sa.select(*columns).where(
-                    cc.CC_DATABASE == database, cc.CC_TABLE == table,
-                    s.same_partition(cc.CC_PARTITION, partition))).all()
-            return sorted(rows, key=lambda row: -row.CC_ID)
-
-        def purge(conn: Connection) -> int:
-            seen: dict[tuple, int] = {}
-            newer_successes: dict[tuple, set[str]] = {}
-            doomed = []
-            for row in history_rows(conn):
-                where = (row.CC_DATABASE, row.CC_TABLE, row.CC_PARTITION)
-
-                count = seen.get((where, row.CC_STATE), 0) + 1
-                seen[(where, row.CC_STATE)] = count
-                limit = keep.get(row.CC_STATE)
-                if limit is not None and count > limit:
-                    doomed.append(row.CC_ID)
-                    continue
-                successes = newer_successes.setdefault(where, set())
-                if (row.CC_STATE in aging and (row.CC_START or 0) < cutoff
-                        and (CompactionType.MAJOR.value in successes or row.CC_TYPE in successes)):
-                    doomed.append(row.CC_ID)
-                if row.CC_STATE == CompactionState.SUCCEEDED.value:
-                    successes.add(row.CC_TYPE)
-            for start in range(0, len(doomed), 500):
-                conn.execute(s.completed_compactions.delete().where(cc.CC_ID.in_(doomed[start:start + 500])))
-            return len(doomed)
-
-        return self.db.run("purge compaction history", purge)
+        """Purge old history entries (`compaction_history.purge`)."""
+        return compaction_history.purge(self.db, retention, since_ms=since_ms)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -32,14 +32,23 @@ from acid_core.metastore import schema
 
 T = TypeVar("T")
 SCHEMA_FILES = resources.files("acid_core.metastore") / "sql"  # package data; sql/ at the top links to it
-ENV_URL = settings.METASTORE_URL.env_var
-ENV_PASSWORD = settings.METASTORE_PASSWORD.env_var  # the password of ACID_METASTORE_URL's user, kept out of the URL
+# the registry names both environment variables
+assert settings.METASTORE_URL.env_var is not None and settings.METASTORE_PASSWORD.env_var is not None
+ENV_URL: str = settings.METASTORE_URL.env_var
+# the password of ACID_METASTORE_URL's user, kept out of the URL
+ENV_PASSWORD: str = settings.METASTORE_PASSWORD.env_var
 _RETRYABLE_PG_CODES = {"40001", "40P01", "55P03"}
 _MAX_ATTEMPTS = 20
 # PostgreSQL going away or coming back: admin_shutdown, crash_shutdown, cannot_connect_now (starting up, shutting
 # down), and the connection_exception class
 _OUTAGE_PG_CODES = {"57P01", "57P02", "57P03", "08000", "08001", "08003", "08004", "08006"}
-NOT_DONE = object()  # a `done_check` found that the lost attempt did not take effect
+
+
+class _NotDone:
+    """The type of NOT_DONE (one instance), so that a `done_check`'s answer can be typed."""
+
+
+NOT_DONE: Final = _NotDone()  # a `done_check` found that the lost attempt did not take effect
 DEFAULT_OUTAGE_SECONDS = 60.0  # how long one operation waits out a metastore that went away (well under hive.txn.timeout)
 _BACKOFF_FIRST_S, _BACKOFF_MAX_S = 0.1, 2.0
 _log = logging.getLogger("acid_core.metastore")
@@ -298,6 +307,7 @@ class Database:
         for observe in self.statement_observers:
             observe(statement, params)
         driver = connection.connection.driver_connection
+        assert driver is not None, "a connection in use has its driver's connection"
         try:
             with driver.cursor() as cursor:
                 cursor.execute(statement, params)
@@ -344,7 +354,7 @@ class Database:
 
     def run(self, operation: str, function: Callable[[Connection], T], *, write: bool = True,
             snapshot: bool = False, single_statement: bool = False, idempotent: bool = False,
-            done_check: Callable[[Connection], object] | None = None) -> T:
+            done_check: Callable[[Connection], T | _NotDone] | None = None) -> T:
         """Run `function` in one database transaction, retrying it whole on transient conflicts and outages.
 
         `single_statement` functions (one SQL statement, atomic by itself) run in autocommit on PostgreSQL, which
@@ -398,10 +408,12 @@ class Database:
                         connection = connection.execution_options(isolation_level="REPEATABLE READ")
                     transaction = connection.begin()
                     try:
-                        result = done_check(connection) if check_first else NOT_DONE
+                        checked: T | _NotDone = NOT_DONE
+                        if check_first:
+                            assert done_check is not None, "check_first is set only for a run with a done_check"
+                            checked = done_check(connection)
                         check_first = False
-                        if result is NOT_DONE:
-                            result = function(connection)
+                        result = function(connection) if isinstance(checked, _NotDone) else checked
                     except BaseException:
                         transaction.rollback()
                         raise

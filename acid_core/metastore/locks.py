@@ -12,6 +12,7 @@ import enum
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -186,7 +187,7 @@ class LockManager:
         lock_id = self.db.run(operation, lambda conn: next((row[0] for row in self.db.driver_rows(
             conn, statement, values)), None))
         if lock_id is None:  # the transaction is not open
-            def refuse(conn: Connection):
+            def refuse(conn: Connection) -> NoReturn:
                 raise self.txns._state_error(conn, txn_id, "lock for")
             self.db.run(operation, refuse, write=False)
         granted = self.db.run(f"check lock {lock_id}", lambda conn: self.db.driver_rows(

@@ -21,9 +21,13 @@ from acid_core import settings
 from acid_core.errors import InvalidPoolNameError, UsageError
 
 DEFAULT_POOL = "default"  # Hive's implicit pool of requests without one
+# the registry gives these settings a property key, an environment variable and an upper bound
+assert settings.COMPACTION_POOL.property_key is not None and settings.COMPACTION_POOLS.env_var is not None
+assert settings.WORKER_THREADS.bounds is not None and settings.WORKER_THREADS.bounds.maximum is not None
 # table or database property (Hive's Constants.HIVE_COMPACTOR_WORKER_POOL)
-POOL_PROPERTY = settings.COMPACTION_POOL.property_key
-POOLS_VARIABLE = settings.COMPACTION_POOLS.env_var  # the labelled pools a deployment runs workers for: "etl,hot:4"
+POOL_PROPERTY: str = settings.COMPACTION_POOL.property_key
+# the labelled pools a deployment runs workers for: "etl,hot:4"
+POOLS_VARIABLE: str = settings.COMPACTION_POOLS.env_var
 MAX_POOL_NAME = settings.COMPACTION_POOL.max_length  # COMPACTION_QUEUE.CQ_POOL_NAME
 MAX_POOL_SLOTS = int(settings.WORKER_THREADS.bounds.maximum)  # a pool's slots are worker threads
 # Hive's pool timeout (metastore.compactor.worker.pool.timeout): a labelled pool's request still waiting after this

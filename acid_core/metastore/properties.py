@@ -27,18 +27,27 @@ from acid_core import settings
 from acid_core.errors import InvalidPoolNameError, InvalidPropertyError, InvalidSettingError, NoSuchObjectError
 from acid_core.metastore.pools import POOL_PROPERTY, check_pool_name
 
+
+def _property_key(setting: settings.Setting[object]) -> str:
+    """The property key of a registry setting that is a table property."""
+    assert setting.property_key is not None, f"setting {setting.name} is a table property"
+    return setting.property_key
+
+
 TRANSACTIONAL = "transactional"
 TRANSACTIONAL_PROPERTIES = "transactional_properties"
-NO_AUTO_COMPACTION = settings.NO_AUTO_COMPACTION.property_key
-NO_CLEANUP = settings.NO_CLEANUP.property_key
+NO_AUTO_COMPACTION = _property_key(settings.NO_AUTO_COMPACTION)
+NO_CLEANUP = _property_key(settings.NO_CLEANUP)
 BUCKETING_VERSION = "bucketing_version"
-DELTA_NUM_PROPERTY = settings.DELTA_NUM_THRESHOLD.property_key
-DELTA_PCT_PROPERTY = settings.DELTA_PCT_THRESHOLD.property_key
-REBALANCE_BUCKET_SIZE_PROPERTY = settings.REBALANCE_BUCKET_SIZE.property_key
+DELTA_NUM_PROPERTY = _property_key(settings.DELTA_NUM_THRESHOLD)
+DELTA_PCT_PROPERTY = _property_key(settings.DELTA_PCT_THRESHOLD)
+REBALANCE_BUCKET_SIZE_PROPERTY = _property_key(settings.REBALANCE_BUCKET_SIZE)
 # Hive's `compactor.` prefix for a compaction job's own settings (like compactor.mapreduce.map.memory.mb): the
 # Python worker memory cap of the Spark job (spark.executor.pyspark.memory, an address-space limit).
-PYSPARK_MEMORY_PROPERTY = settings.PYSPARK_MEMORY.property_key
+PYSPARK_MEMORY_PROPERTY = _property_key(settings.PYSPARK_MEMORY)
 PYSPARK_MEMORY_CONF = PYSPARK_MEMORY_PROPERTY.removeprefix("compactor.")
+# the registry gives pyspark_memory a minimum
+assert settings.PYSPARK_MEMORY.bounds is not None and settings.PYSPARK_MEMORY.bounds.minimum is not None
 MIN_PYSPARK_MEMORY_MIB = int(settings.PYSPARK_MEMORY.bounds.minimum)  # below this a Python worker cannot load pyarrow
 # Any `compactor.spark.<name>` property sets `spark.<name>` for the table's compaction jobs, for the names below:
 # resources and tuning only. Settings that run code or pass environment or paths (extra Java options, class paths,
@@ -174,8 +183,9 @@ def changed_table(table: str, current: Mapping[str, str], *, set_params: Mapping
     transactional_after = is_true(find(after, TRANSACTIONAL))
     checked = dict(wanted)
     converting = transactional_after and not is_true(find(current, TRANSACTIONAL))
-    if converting and find(wanted, TRANSACTIONAL_PROPERTIES) is None and find(after, TRANSACTIONAL_PROPERTIES):
-        checked[TRANSACTIONAL_PROPERTIES] = find(after, TRANSACTIONAL_PROPERTIES)
+    if converting and find(wanted, TRANSACTIONAL_PROPERTIES) is None and (
+            kind_after := find(after, TRANSACTIONAL_PROPERTIES)):
+        checked[TRANSACTIONAL_PROPERTIES] = kind_after
     _check_values(what, checked, transactional=transactional_after)
     if transitions and is_full_acid(current):
         if any(key.lower() in (TRANSACTIONAL, TRANSACTIONAL_PROPERTIES) for key in unset):

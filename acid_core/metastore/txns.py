@@ -13,6 +13,7 @@ import enum
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -611,7 +612,8 @@ class TxnStore:
         invalid = {write_id: txn_id for txn_id, write_id in conn.execute(sa.select(t.TXN_ID, write_id_of).where(
             t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)))).all() if write_id is not None and write_id <= high}
         invalid.update((write_id, txn_id) for write_id, txn_id in later.items() if write_id <= high)
-        open_ids, aborted = [], []
+        open_ids: list[int] = []
+        aborted: list[int] = []
         for write_id in sorted(invalid):
             txn_id = invalid[write_id]
             if txn_id == current_txn:
@@ -643,7 +645,8 @@ class TxnStore:
             counts = {state: 0 for state in (TXN_OPEN, TXN_ABORTED)}
             counts.update(dict(conn.execute(sa.select(t.TXN_STATE, sa.func.count()).where(
                 t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED))).group_by(t.TXN_STATE)).all()))
-            rows, skip, left = [], offset, limit
+            rows: list[tuple[Any, ...]] = []  # the TXNS rows of the page, database values as TxnInfo takes them
+            skip, left = offset, limit
             for state in (TXN_OPEN, TXN_ABORTED):  # open first: they hold the cleaner back
                 if state not in states or left <= 0:
                     continue

@@ -22,7 +22,7 @@ from acid_core.errors import UsageError
 from acid_core.metastore import Metastore
 from acid_core.metastore import schema as s
 from acid_core.metastore.codes import CompactionState
-from acid_core.metastore.compactions import CompactionInfo, _from_queue
+from acid_core.metastore.compaction_rows import CompactionInfo, info_from_queue
 from acid_core.operations.metrics import PREFIX
 
 COMPACTION_FAILED = "compaction_failed"
@@ -100,7 +100,7 @@ def working_too_long(metastore: Metastore, *, warning_ms: int) -> list[Alert]:
 
     def read(conn) -> list[CompactionInfo]:
         cutoff = metastore.db.clock.now_ms() - warning_ms
-        return [_from_queue(row) for row in conn.execute(sa.select(s.compaction_queue).where(
+        return [info_from_queue(row) for row in conn.execute(sa.select(s.compaction_queue).where(
             cq.CQ_STATE == CompactionState.WORKING.value, cq.CQ_START < cutoff).order_by(cq.CQ_START)).all()]
 
     now = metastore.db.clock.now_ms()
@@ -204,7 +204,9 @@ def rules_with(overrides: Mapping[str, Mapping[str, float | None]] | None,
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value) or value < 0):
                 raise UsageError(f"alert rule {name}: {level} must be a number >= 0 or null (off), got {value!r}")
-        changed[name] = replace(by_name[name], **levels)
+        rule = by_name[name]  # a level left out keeps the rule's value
+        changed[name] = replace(rule, warning=levels.get(WARNING, rule.warning),
+                                critical=levels.get(CRITICAL, rule.critical))
     return tuple(changed.values())
 
 

@@ -140,11 +140,13 @@ def effective_thresholds(table: TableInfo, *, delta_num_threshold: int = DELTA_N
     """
     def one(setting: settings.Setting, default: float) -> Threshold:
         key = setting.property_key
+        assert key is not None, f"setting {setting.name} is not a table property"
         value = table_threshold(table, setting, default)
-        return Threshold(setting.hive_key, value, f"table property {key}" if table.param(key) is not None else "default")
+        return Threshold(setting.key, value, f"table property {key}" if table.param(key) is not None else "default")
 
+    # `Setting.key` is Hive's key, which each of these has
     return (one(settings.DELTA_NUM_THRESHOLD, delta_num_threshold), one(settings.DELTA_PCT_THRESHOLD, delta_pct_threshold),
-            Threshold(settings.FAILED_THRESHOLD.hive_key, failed_threshold, "default"))
+            Threshold(settings.FAILED_THRESHOLD.key, failed_threshold, "default"))
 
 
 def table_health(metastore: Metastore, database: str, table: str, *, offset: int = 0, limit: int = DEFAULT_PAGE,
@@ -335,8 +337,8 @@ def _partition_health(table: TableInfo, partition: str | None, snapshot, *, num:
                                 _type_display(row.CC_TYPE), row.CC_END) for row in history), None)
     queued = next(((row.CQ_ID, CompactionState(row.CQ_STATE).display) for row in queue
                    if row.CQ_STATE in (CompactionState.INITIATED.value, CompactionState.WORKING.value)), None)
-    common = dict(partition=partition, queued=queued, last_compaction=last, consecutive_failures=consecutive,
-                  past_failed_threshold=past)
+    common = PartitionHealth(partition, queued=queued, last_compaction=last, consecutive_failures=consecutive,
+                             past_failed_threshold=past)
     name = full_table_name(table.database, table.name)
     try:
         where = data_location(table, partition)
@@ -345,16 +347,16 @@ def _partition_health(table: TableInfo, partition: str | None, snapshot, *, num:
         base_bytes, delta_bytes = base_and_delta_sizes(state)
         due, reason = decide_compaction_type(table, state, delta_num_threshold=num, delta_pct_threshold=pct)
     except AcidError as exc:
-        return PartitionHealth(error=f"{type(exc).__name__}: {exc}", **common)
-    held = ()
+        return replace(common, error=f"{type(exc).__name__}: {exc}")
+    held: tuple[Holder, ...] = ()
     if state.obsolete or state.aborted:
         held = _holders(queue, open_txns, scopes, leases, now_ms, has_obsolete=bool(state.obsolete))
-    return PartitionHealth(
-        base=state.base.name if state.base else None,
+    return replace(
+        common, base=state.base.name if state.base else None,
         deltas=sum(1 for d in state.deltas if not d.is_delete), delete_deltas=sum(1 for d in state.deltas if d.is_delete),
         base_bytes=base_bytes, delta_bytes=delta_bytes, obsolete=tuple(state.obsolete), aborted=tuple(state.aborted),
         held_by=held, due=due.display.lower() if due is not None else None, reason=reason,
-        thresholds_due=due.display.lower() if due is not None else None, **common)
+        thresholds_due=due.display.lower() if due is not None else None)
 
 
 def _type_display(code: str) -> str:
@@ -370,7 +372,7 @@ def _holders(queue: list, open_txns: list, scopes: dict, leases: list[dict], now
         what = "obsolete directories" if has_obsolete else "aborted directories"
         return (Holder("compaction", f"no compaction waits to clean the {what}: the partition's next compaction "
                                      "and its cleaning remove them"),)
-    holders = []
+    holders: list[Holder] = []
     for row in ready:
         before = len(holders)
         if row.CQ_TXN_ID is not None and row.CQ_NEXT_TXN_ID is None:

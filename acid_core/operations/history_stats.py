@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 
 from acid_core.errors import UsageError
 from acid_core.metastore import Metastore
@@ -147,7 +149,8 @@ def history_stats(metastore: Metastore, *, hours: int = DEFAULT_HOURS, database:
         rows_read=len(history) + len(queue), complete_since_ms=complete_since)
 
 
-def _read(conn: Connection, *, since: int, database: str | None, table: str | None) -> tuple[list, list]:
+def _read(conn: Connection, *, since: int, database: str | None,
+          table: str | None) -> tuple[Sequence[Row[Any, Any, Any, Any, Any]], Sequence[Row[Any, Any, Any, Any]]]:
     """History rows that left the queue since `since` (newest first, MAX_ROWS + 1 at most), and the queue."""
     cc, cq = s.completed_compactions.c, s.compaction_queue.c
     history = (sa.select(cc.CC_STATE, cc.CC_ENQUEUE_TIME, cc.CC_START, cc.CC_END, cc.CC_COMMIT_TIME)
@@ -239,6 +242,7 @@ def _oldest(intervals: list[tuple[int, int | None]], starts: list[int], until: i
 def _hours(finished: list[_Entry], since: int, until: int) -> tuple[HourOutcomes, ...]:
     counts = [[0] * len(OUTCOMES) for _ in range(since, until, HOUR_MS)] or [[0] * len(OUTCOMES)]
     for entry in finished:
+        assert entry.ended_ms is not None  # `finished` holds the entries that ended in the window
         hour = min(len(counts) - 1, (entry.ended_ms - since) // HOUR_MS)
         counts[hour][OUTCOMES.index(entry.outcome)] += 1
     return tuple(HourOutcomes(since + index * HOUR_MS, tuple(row)) for index, row in enumerate(counts))

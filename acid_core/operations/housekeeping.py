@@ -19,7 +19,8 @@ from acid_core.errors import AcidError, NoSuchTxnError, TxnStateError, UsageErro
 from acid_core.metastore import Metastore, holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.codes import CompactionState
-from acid_core.metastore.compactions import CompactionInfo, HistoryRetention
+from acid_core.metastore.compaction_history import HistoryRetention
+from acid_core.metastore.compaction_rows import CompactionInfo
 from acid_core.metastore.locations import data_location
 from acid_core.metastore.txns import TXN_ABORTED, TXN_OPEN, fold_completed_components
 from acid_core.storage.fs import ensure_inside

@@ -16,6 +16,7 @@ directory its snapshot reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -180,13 +181,12 @@ def collect(metastore: Metastore, *, now_ms: int | None = None,
         txns = {state: conn.execute(sa.select(sa.func.count(), sa.func.min(t.TXN_ID), sa.func.min(t.TXN_STARTED))
                                     .where(t.TXN_STATE == state)).one() for state in (TXN_OPEN, TXN_ABORTED)}
         aborted_per_partition = sa.func.count(sa.distinct(t.TXN_ID))
-        many_aborted = conn.execute(
+        many_aborted = sorted(conn.execute(
             sa.select(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION, aborted_per_partition)
             .select_from(s.txn_components.join(s.txns, tc.TC_TXNID == t.TXN_ID))
             .where(t.TXN_STATE == TXN_ABORTED)
             .group_by(tc.TC_DATABASE, tc.TC_TABLE, tc.TC_PARTITION)
-            .having(aborted_per_partition > aborted_txns_threshold)).all()
-        many_aborted.sort(key=lambda row: -row[3])
+            .having(aborted_per_partition > aborted_txns_threshold)).all(), key=lambda row: -row[3])
         ids = [tuple(row) for row in conn.execute(sa.select(cq.CQ_INITIATOR_ID, cq.CQ_WORKER_ID).distinct()).all()]
         ids += [tuple(row) for row in conn.execute(sa.select(cc.CC_INITIATOR_ID, cc.CC_WORKER_ID).distinct().where(
             cc.CC_END >= now - recent_ms)).all()]
@@ -312,8 +312,10 @@ def collect_deltas(metastore: Metastore, *, max_partitions: int = DELTA_METRICS_
         base_bytes, _ = base_and_delta_sizes(state)
         small = 0
         if base_bytes:
+            listing = state.listing
+            assert listing is not None  # get_acid_state's state carries the partition's listing
             for delta in state.deltas:
-                size = sum(child.size for child in state.listing.children(delta.name)
+                size = sum(child.size for child in listing.children(delta.name)
                            if not child.is_dir and parse_bucket_file(child.name) is not None)
                 small += size / base_bytes < small_delta_pct
         obsolete = sum(1 for name in state.obsolete if name.startswith((DELTA_PREFIX, DELETE_DELTA_PREFIX)))
@@ -338,7 +340,7 @@ def worst_partitions(reading: DeltaReading) -> dict[str, list]:
     or nothing when no partition has any."""
     worst = {}
     for name, field in _DELTA_FIELDS.items():
-        top = max(reading.partitions, key=lambda p, f=field: getattr(p, f), default=None)
+        top = max(reading.partitions, key=attrgetter(field), default=None)
         if top is not None and getattr(top, field):
             worst[name] = [top.key, getattr(top, field)]
     return worst

@@ -144,6 +144,7 @@ class SnapshotReader:
         at a time: the keys are the file's position from the first synthesized rowId."""
         names = [ROW] if event_file.is_acid else list(event_file.row_type.names)
         ids = source.synthetic
+        assert ids is not None, "`_open` refuses a non-ACID file without synthesized ids"
         position = ids.first_row_id
         registry = None
         if self._use_registry:
@@ -189,7 +190,8 @@ class SnapshotReader:
             first = next(batches, None)
             batches.close()
             if first is not None and first.num_rows:
-                start = tuple(int(first.column(name)[0].as_py()) for name in KEY_FIELDS)
+                owid, bucket, rowid = (int(first.column(name)[0].as_py()) for name in KEY_FIELDS)
+                start = (owid, bucket, rowid)
         return [DeleteCursor(f, self.write_ids, check_validity=s.check_validity, start_key=start)
                 for f, s in zip(self.delete_files, self.plan.deletes)]
 
@@ -200,9 +202,11 @@ class SnapshotReader:
         if data.num_rows == 0:
             return None
         if after is not None or up_to is not None:
+            assert keys is not None, "a key interval is read with keys (`stream`'s callers read with_keys)"
             inside = keys.between(after, up_to)
             keep = inside if keep is None else keep & inside
         if cursors is not None:
+            assert keys is not None, "the sort-merge path reads keys (need_keys)"
             if not keys.is_sorted():
                 raise UnsortedEventsError(f"{path}: insert events are not sorted by (originalTransaction, bucket, "
                                           "rowId); Hive's readers require it")
@@ -210,9 +214,11 @@ class SnapshotReader:
             registry = DeleteRegistry(KeyArrays.concat([c.events_between(low, high) for c in cursors]),
                                       ordered=len(cursors) == 1)
         if registry is not None and len(registry):
+            assert keys is not None, "a reader with delete events reads keys (need_keys)"
             alive = ~registry.deleted_mask(keys)
             keep = alive if keep is None else keep & alive
         if self.with_keys:
+            assert keys is not None, "with_keys reads keys (need_keys)"
             data = data.append_column(KEY_COLUMNS[0], pa.array(keys.owid)).append_column(
                 KEY_COLUMNS[1], pa.array(keys.bucket)).append_column(KEY_COLUMNS[2], pa.array(keys.rowid))
         return data if keep is None or keep.all() else data.filter(pa.array(keep))
@@ -338,9 +344,10 @@ def _file_sizes(plan: ReadPlan) -> dict[str, int]:
     return {child.path: child.size for name in names for child in state.listing.children(name) if not child.is_dir}
 
 
-def read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, include_row_id: bool = False,
-              order_by_row_id: bool = False, column_names: Sequence[str] | None = None,
-              max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY, threads: int = 2) -> pa.Table:
+def execute_read_plan(fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, include_row_id: bool = False,
+                      order_by_row_id: bool = False, column_names: Sequence[str] | None = None,
+                      max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY,
+                      threads: int = 2) -> pa.Table:
     """Execute a read plan into one table (data columns, then `row__id` when asked for)."""
     with_keys = include_row_id or order_by_row_id
     reader = SnapshotReader(fs, plan, write_ids, with_keys=with_keys,
@@ -369,12 +376,12 @@ def _finish_keys(table: pa.Table, include_row_id: bool) -> pa.Table:
 
 
 class PartitionReader:
-    """One partition's snapshot read, a unit at a time, each unit's rows in `read_plan`'s output form.
+    """One partition's snapshot read, a unit at a time, each unit's rows in `execute_read_plan`'s output form.
 
     What a distributed reader runs on its tasks: the driver plans (`plan_read`, `uses_sort_merge`, `read_units`),
     each task builds one PartitionReader per partition it reads, which loads that partition's delete events once
     (or streams them, when `sort_merge`), then reads its units. Concatenating every unit's table in `units()` order
-    gives `read_plan` of the same plan (without `order_by_row_id`).
+    gives `execute_read_plan` of the same plan (without `order_by_row_id`).
     """
 
     def __init__(self, fs: FileSystem, plan: ReadPlan, write_ids: ValidWriteIdList, *, column_names: Sequence[str],
@@ -477,7 +484,7 @@ def read_batches(location: str, *, write_ids: ValidWriteIdList | None = None, tx
     reader = SnapshotReader(fs, dataclasses.replace(plan, deletes=()) if deletes_after_merge else plan, write_ids,
                             with_keys=include_row_id or order_by_row_id,
                             max_delete_events_in_memory=max_delete_events_in_memory)
-    row_types = [reader._open(source).row_type for source in plan.inserts if source.length != 0]
+    row_types = [event_file.row_type for source in plan.inserts if (event_file := reader._open(source)) is not None]
     if column_names:
         names = list(column_names)
     else:
@@ -540,6 +547,6 @@ def read_snapshot(location: str, *, write_ids: ValidWriteIdList | None = None, t
         AcidError: an unreadable directory, a corrupt file, or a snapshot the directory cannot serve.
     """
     fs, write_ids, plan = _plan_snapshot(location, write_ids, txns, missing_ok=missing_ok, fs=fs)
-    return read_plan(fs, plan, write_ids, include_row_id=include_row_id, order_by_row_id=order_by_row_id,
+    return execute_read_plan(fs, plan, write_ids, include_row_id=include_row_id, order_by_row_id=order_by_row_id,
                      column_names=column_names, max_delete_events_in_memory=max_delete_events_in_memory,
                      threads=threads)

@@ -60,7 +60,7 @@ class DeleteSource:
 class ReadPlan:
     """What a snapshot read of one partition opens, in read order."""
 
-    state: DirectoryState
+    state: DirectoryState | None  # None: a plan of given sources, without a directory listing (a compaction's)
     inserts: tuple[InsertSource, ...]
     deletes: tuple[DeleteSource, ...]
 

@@ -30,7 +30,7 @@ class _Head:
         self.key_names = key_names
         self.lower_bound = lower_bound
         self.table: pa.Table | None = None
-        self.keys: tuple[np.ndarray, np.ndarray, np.ndarray] = ()
+        self.keys: tuple[np.ndarray, ...] = ()  # the piece's three key columns (none before the first piece)
         self.start = 0
         self.previous_last: Key | None = None
 
@@ -52,6 +52,12 @@ class _Head:
         self.table = None
         return False
 
+    @property
+    def last_key(self) -> Key:
+        """The last key of the current piece."""
+        assert self.previous_last is not None, "a head in the merge holds a piece (advance returned True)"
+        return self.previous_last
+
     def key(self, index: int) -> Key:
         return int(self.keys[0][index]), int(self.keys[1][index]), int(self.keys[2][index])
 
@@ -60,16 +66,18 @@ class _Head:
         end = _count_up_to(self.keys, bound)
         if end <= self.start:
             return None
+        assert self.table is not None, "a head in the merge holds a piece (advance returned True)"
         taken = self.table.slice(self.start, end - self.start)
         self.start = end
         return taken
 
     @property
     def used_up(self) -> bool:
+        assert self.table is not None, "a head in the merge holds a piece (advance returned True)"
         return self.start >= self.table.num_rows
 
 
-def _count_up_to(keys: tuple[np.ndarray, np.ndarray, np.ndarray], bound: Key) -> int:
+def _count_up_to(keys: tuple[np.ndarray, ...], bound: Key) -> int:
     """How many rows of sorted keys are <= bound: a binary search on each key column within the equal range."""
     owid, bucket, rowid = keys
     low, high = np.searchsorted(owid, bound[0], "left"), np.searchsorted(owid, bound[0], "right")
@@ -109,8 +117,8 @@ def merge_sorted(inputs: Iterable[Iterable[pa.Table]], key_names: Sequence[str],
         if not heads:
             start(waiting.pop())
             continue
-        bound = min(head.previous_last for head in heads)  # the smallest last key of the current pieces
-        if waiting and (bounds[waiting[-1]] is None or bounds[waiting[-1]] <= bound):
+        bound = min(head.last_key for head in heads)  # the smallest last key of the current pieces
+        if waiting and ((next_bound := bounds[waiting[-1]]) is None or next_bound <= bound):
             start(waiting.pop())  # it may hold keys up to `bound`: it joins before anything up to there is taken
             continue
         taken = [(head, piece) for head in heads for piece in [head.take_up_to(bound)] if piece is not None]

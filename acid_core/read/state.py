@@ -315,6 +315,7 @@ class _Walk:
     def not_enough_history(self, location: str) -> NotEnoughHistoryError:
         exceptions = self.write_ids.exceptions  # Hive prints the first invalid write id, open or aborted
         shown = str(exceptions[0]) if exceptions else "x"
+        assert self.oldest_base is not None, "called when the oldest base does not cover the snapshot"
         oldest = f"{location.rstrip('/')}/{self.oldest_base[0].name}"
         return NotEnoughHistoryError(
             f"Not enough history available for ({self.write_ids.high_watermark},{shown}).  Oldest available base: {oldest}")

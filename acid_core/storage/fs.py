@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -143,7 +143,7 @@ _s3_filesystems: dict[tuple, pafs.S3FileSystem] = {}
 _s3_lock = threading.Lock()
 
 
-def _s3_filesystem(location: str) -> FileSystem | None:
+def _s3_filesystem(location: str) -> tuple[FileSystem, str] | None:
     """An `s3://` or `s3a://` location as (filesystem, `bucket/key`), when the region is configured (AWS_REGION or
     AWS_DEFAULT_REGION): one S3FileSystem per process and configuration, so resolving a location costs no request
     (pyarrow's `from_uri` asks S3 for the bucket's region every time). The endpoint comes from AWS_ENDPOINT_URL_S3 or
@@ -396,7 +396,7 @@ class LocalScratch:
             handle.seek(max(0, self.size() - length))
             return handle.read()
 
-    def open_for_writing(self):
+    def open_for_writing(self) -> BinaryIO:
         """A binary file object on the scratch file (for writers that stream rows)."""
         return open(self.path, "wb")
 

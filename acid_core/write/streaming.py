@@ -65,6 +65,7 @@ class _BucketFile:
     def flush(self) -> None:
         length = self.writer.flush()
         self.stream.flush()
+        assert self.side_path is not None, "flushed only with side files (one delta per batch)"
         self.fs.append_bytes(self.side_path, struct.pack(">q", length))
 
     def close(self) -> None:
@@ -84,6 +85,7 @@ class StreamingConnection:
         self.table = metastore.catalog.require_transactional(database, table)
         self.partition_name = self.table.partition_name(partition or {})
         if self.partition_name is not None:
+            assert partition is not None, "only a given spec names a partition"
             metastore.catalog.add_partition(database, table, partition)
         if fs is None:
             where = data_location(self.table, self.partition_name)
@@ -178,11 +180,12 @@ class StreamingConnection:
                 by_bucket.setdefault(self._place(values) if self._place else 0, []).append(values)
                 count += 1
             write_id = self._current.write_id
-            for bucket, values in sorted(by_bucket.items()):
+            assert self._directory is not None, "begin_transaction opened the transaction's delta directory"
+            for bucket, bucket_rows in sorted(by_bucket.items()):
                 if bucket not in self._files:
                     self._files[bucket] = _BucketFile(self.fs, self._directory, bucket, self.table.columns,
                                                       self.compression, side_file=self._delta_per_batch)
-                self._files[bucket].write(values, write_id)
+                self._files[bucket].write(bucket_rows, write_id)
             return count
 
     def commit_transaction(self) -> None:

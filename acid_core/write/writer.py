@@ -94,6 +94,7 @@ class EmbeddedWriter:
             return writer_id
         if self.bucket_count == 1:
             return 0
+        assert self.bucket_function is not None, "__init__ requires one for a table with buckets"
         bucket = self.bucket_function(row)
         if not 0 <= bucket < self.bucket_count:
             raise InvalidRowError(f"bucket function placed row {row!r} in bucket {bucket}, outside 0..{self.bucket_count - 1}")
@@ -109,10 +110,10 @@ class EmbeddedWriter:
             values = self.rows.normalise(row, index)
             by_bucket.setdefault(self._bucket_of(values, writer_id), []).append(values)
         events = {}
-        for bucket, values in sorted(by_bucket.items()):
+        for bucket, bucket_rows in sorted(by_bucket.items()):
             property_ = encode_bucket(bucket, statement_id)
             events[bucket] = [(INSERT_OPERATION, write_id, property_, row_id, write_id, row)
-                              for row_id, row in enumerate(values)]
+                              for row_id, row in enumerate(bucket_rows)]
         return events
 
     @staticmethod

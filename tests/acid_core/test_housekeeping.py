@@ -11,7 +11,7 @@ from support.queue_tables import ensure_table
 from acid_core.errors import UsageError
 from acid_core.metastore import schema as s
 from acid_core.metastore.codes import CompactionState, CompactionType
-from acid_core.metastore.compactions import HistoryRetention
+from acid_core.metastore.compaction_history import HistoryRetention
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation, TxnType
 from acid_core.operations.housekeeping import HousekeepingReport, housekeep

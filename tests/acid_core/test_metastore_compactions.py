@@ -12,7 +12,8 @@ from support.queue_tables import creating_tables
 from acid_core.errors import CompactionStateError, MetastoreError, UsageError
 from acid_core.metastore import Metastore, schema
 from acid_core.metastore.codes import CompactionState, CompactionType
-from acid_core.metastore.compactions import ABORTED_BY_REQUEST, HistoryRetention
+from acid_core.metastore.compaction_history import HistoryRetention
+from acid_core.metastore.compactions import ABORTED_BY_REQUEST
 from acid_core.metastore.txns import Operation, TxnType
 
 MAJOR, MINOR = CompactionType.MAJOR, CompactionType.MINOR

@@ -130,7 +130,7 @@ def test_the_cores_defaults_are_the_registrys():
     from acid_core.compaction import cleaner, initiator
     from acid_core.format.orc_columnar import DEFAULT_STRIPE_BYTES
     from acid_core.metastore import pools
-    from acid_core.metastore.compactions import HistoryRetention
+    from acid_core.metastore.compaction_history import HistoryRetention
     from acid_core.metastore.locks import LockManager
     from acid_core.metastore.txns import DEFAULT_TXN_TIMEOUT_MS
     from acid_core.operations.housekeeping import housekeep
