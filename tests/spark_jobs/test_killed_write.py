@@ -30,7 +30,7 @@ CHILD = textwrap.dedent("""
 
     store = Metastore(sys.argv[1], warehouse=sys.argv[2])
     spark = build_session("killed-write", master="local[2]")
-    write._Write.finish = lambda self, operations: os.kill(os.getpid(), signal.SIGKILL)
+    write._record = lambda txn, operations: os.kill(os.getpid(), signal.SIGKILL)  # before the commit publishes
     rows = [(i, f"n{i}", f"2026-01-0{1 + i % 2}") for i in range(40)]
     write.insert(store, "default", "parts", spark.createDataFrame(rows, "id bigint, name string, ds string")
                  .repartition(2))
