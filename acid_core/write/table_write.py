@@ -72,8 +72,7 @@ class TableWrite:
         self._registered_staging = staged
         self._cataloged = set(cataloged)  # partitions known to be in the catalog already
         self._recorded: dict[str | None, Operation] = {}
-        where = self.location()
-        self._publication = Publication(where.fs, where.table_root)
+        self._published: Publication | None = None  # made on first use: a streaming write never stages
         self._ended = False
         self._writer: EmbeddedWriter | None = None
         self._stripe_rows = stripe_rows
@@ -132,6 +131,14 @@ class TableWrite:
         component = LockComponent(self.table.database, self.table.name, self.partition, lock_type)
         self.metastore.locks.acquire([component], txn_id=self.txn_id, timeout_ms=timeout_ms,
                                      agent_info=self.agent_info)
+
+    @property
+    def _publication(self) -> Publication:
+        """What this write staged and published (`acid_core.write.publish`)."""
+        if self._published is None:
+            where = self.location()
+            self._published = Publication(where.fs, where.table_root)
+        return self._published
 
     # --- what is written where --------------------------------------------------------------------------------------
     def location(self, partition: str | None = None) -> DataLocation:
@@ -195,9 +202,11 @@ class TableWrite:
         Raises:
             TxnAbortedError, NoSuchTxnError: the transaction is no longer open.
         """
-        if check_open and self._publication.pending:
+        if self._published is None:
+            return ()
+        if check_open and self._published.pending:
             self.metastore.txns.heartbeat(self.txn_id)
-        return self._publication.publish()
+        return self._published.publish()
 
     # --- the embedded writer ----------------------------------------------------------------------------------------
     def _embedded(self) -> EmbeddedWriter:
@@ -287,7 +296,8 @@ class TableWrite:
             return
         self._ended = True
         try:
-            self._publication.discard()  # only this write id writes there
+            if self._published is not None:
+                self._published.discard()  # only this write id writes there
         except BaseException:
             _abort_quietly(self.metastore, self.txn_id)
             raise
