@@ -47,6 +47,7 @@ from acid_core.read.merge import PartitionReader
 from acid_core.read.pruning import PartitionPruner, Predicate
 from acid_core.read.read_plan import (
     DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY,
+    DeleteSource,
     Footer,
     InsertSource,
     ReadPlan,
@@ -98,9 +99,17 @@ class TableReadPlan:
     unit_bytes: tuple[float, ...] = ()  # each unit's estimated size (its file's bytes over its stripes)
 
 
-def _snapshot(metastore: Metastore, table: TableInfo, txn_id: int | None, lease: Lease | None) -> Snapshot:
+def _snapshot(metastore: Metastore, table: TableInfo, txn_id: int | None, lease: Lease | None,
+              snapshot: Snapshot | None = None) -> Snapshot:
     if txn_id is not None and lease is not None:
         raise MetastoreError(f"reading {table.full_name}: give txn_id ({txn_id}) or lease ({lease.lease_id}), not both")
+    if snapshot is not None:
+        if txn_id is not None or lease is not None:
+            raise MetastoreError(f"reading {table.full_name}: give a snapshot, a txn_id or a lease, not several")
+        if full_table_name(table.database, table.name) not in snapshot.write_ids:
+            raise MetastoreError(f"the snapshot given holds no write-id list of {table.full_name}: take one that "
+                                 f"names it (`metastore.txns.snapshot([{table.full_name!r}])`)")
+        return snapshot
     if lease is not None:
         if (lease.database, lease.table) != (table.database, table.name):
             raise MetastoreError(f"reader lease {lease.lease_id} holds a snapshot of {lease.database}.{lease.table}, "
@@ -158,16 +167,19 @@ def _partition_values(table: TableInfo, spec: Mapping[str, str], schema: pa.Sche
 
 def plan_table_read(metastore: Metastore, database: str, table: str, *, partition: Mapping[str, object] | None = None,
                     partition_predicate: Predicate | None = None, txn_id: int | None = None,
-                    lease: Lease | None = None,
+                    lease: Lease | None = None, snapshot: Snapshot | None = None,
                     max_delete_events_in_memory: int = DEFAULT_MAX_DELETE_EVENTS_IN_MEMORY) -> TableReadPlan:
     """Plan a read on the driver (see `read_table` for the arguments); lists the snapshot's files once.
+
+    `snapshot`, instead of `txn_id` or `lease`: one taken before (with the table's write-id list), e.g. when a
+    DataFrame of the `hiveacid` data source was made, so that every action on it reads the same snapshot.
 
     Only the partitions selected (`partition`, `partition_predicate`) are listed: as many at once as their
     filesystem takes (`FileSystem.io_threads`); then the footers of every file to read, `FOOTER_THREADS` at once.
     A partition (or unpartitioned table) whose directory does not exist yet reads as empty.
     """
     info = metastore.catalog.require_transactional(database, table)
-    snapshot = _snapshot(metastore, info, txn_id, lease)
+    snapshot = _snapshot(metastore, info, txn_id, lease, snapshot)
     write_ids = snapshot.write_ids[full_table_name(info.database, info.name)]
     arrow_schema = to_arrow_schema(table_schema(info), timezone="UTC")
     selected = _selected_partitions(metastore, info, partition, partition_predicate)
@@ -232,6 +244,51 @@ def _conform_array(array: pa.Array, target: pa.DataType) -> pa.Array:
         raise SchemaMismatchError(f"cannot read a column of type {array.type} as {target}: {exc}") from exc
 
 
+def bucket_deletes(partition: PartitionRead, bucket: int) -> tuple[DeleteSource, ...]:
+    """The delete files of `partition` that can hold deletes of rows in `bucket` (Hive writes a delete event into
+    the bucket of the row it deletes)."""
+    return tuple(d for d in partition.plan.deletes if file_bucket(d.path) == bucket)
+
+
+@dataclass(frozen=True, slots=True)
+class UnitOutput:
+    """How a task turns units into output: the snapshot's write ids, the catalog's column names, whether `row__id`
+    leads, and the Arrow schema of the output (`table_schema`'s). Shared by `read_table`'s tasks and the `hiveacid`
+    data source's (`spark_jobs.datasource`)."""
+
+    write_ids: ValidWriteIdList
+    column_names: tuple[str, ...]
+    include_row_id: bool
+    schema: pa.Schema
+
+    def read(self, partition: PartitionRead, source: InsertSource, stripe: int | None,
+             readers: dict[int, PartitionReader]) -> Iterator[pa.RecordBatch]:
+        """One unit's rows as record batches of `schema`, a stripe at a time. `readers` holds the delete side this
+        task built for `partition` so far, by bucket: the bucket of `source` is loaded once, from its own delete
+        files only, and kept there for the next unit of the same partition and bucket."""
+        bucket = source_bucket(source)
+        reader = readers.get(bucket)
+        if reader is None:
+            reader = readers[bucket] = PartitionReader(
+                partition.fs, ReadPlan(None, (), bucket_deletes(partition, bucket)), self.write_ids,
+                column_names=self.column_names, include_row_id=self.include_row_id, sort_merge=partition.sort_merge)
+        for table in reader.read_pieces((source, stripe)):
+            yield from _with_partition_values(table, partition, self.schema).to_batches()
+
+
+def _with_partition_values(table: pa.Table, partition: PartitionRead, schema: pa.Schema) -> pa.Table:
+    """A piece of a unit ([row__id,] the table's columns) conformed to `schema`, the partition's values appended."""
+    columns = []
+    for position, field in enumerate(schema):
+        if position < table.num_columns:
+            column = table.column(position)
+            columns.append(pa.chunked_array([_conform_array(chunk, field.type) for chunk in column.chunks],
+                                            type=field.type))
+        else:
+            columns.append(pa.repeat(partition.values[position - table.num_columns], table.num_rows))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 @dataclass(frozen=True, slots=True)
 class _ReadUnits:
     """The function Spark runs on each task: unit numbers in, Arrow record batches of the unit's rows out."""
@@ -246,6 +303,7 @@ class _ReadUnits:
     slots: tuple[int, ...] = ()
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        output = UnitOutput(self.write_ids, self.column_names, self.include_row_id, self.schema)
         readers: dict[int, PartitionReader] = {}
         current = None
         for batch in batches:
@@ -254,29 +312,9 @@ class _ReadUnits:
                 if number < 0:  # padding of a lighter task
                     continue
                 index, source, stripe = self.units[number]
-                partition = self.partitions[index]
                 if index != current:  # units come partition by partition: one partition's deletes at a time
                     readers, current = {}, index
-                bucket = source_bucket(source)
-                reader = readers.get(bucket)
-                if reader is None:  # only the delete events of the buckets this task reads
-                    deletes = tuple(d for d in partition.plan.deletes if file_bucket(d.path) == bucket)
-                    reader = readers[bucket] = PartitionReader(
-                        partition.fs, ReadPlan(None, (), deletes), self.write_ids, column_names=self.column_names,
-                        include_row_id=self.include_row_id, sort_merge=partition.sort_merge)
-                for table in reader.read_pieces((source, stripe)):  # a stripe at a time
-                    yield from self._output(table, partition).to_batches()
-
-    def _output(self, table: pa.Table, partition: PartitionRead) -> pa.Table:
-        columns = []
-        for position, field in enumerate(self.schema):
-            if position < table.num_columns:
-                column = table.column(position)
-                columns.append(pa.chunked_array([_conform_array(chunk, field.type) for chunk in column.chunks],
-                                                type=field.type))
-            else:
-                columns.append(pa.repeat(partition.values[position - table.num_columns], table.num_rows))
-        return pa.Table.from_arrays(columns, schema=self.schema)
+                yield from output.read(self.partitions[index], source, stripe, readers)
 
 
 def read_table(spark: SparkSession, metastore: Metastore, database: str, table: str, *,
@@ -384,5 +422,5 @@ def leased_snapshot(metastore: Metastore, database: str, table: str, *,
         metastore.leases.release(lease.lease_id)
 
 
-__all__ = ["PartitionRead", "TableReadPlan", "hive_type_to_spark", "leased_snapshot", "plan_table_read", "read_table",
-           "table_schema"]
+__all__ = ["PartitionRead", "TableReadPlan", "UnitOutput", "bucket_deletes", "hive_type_to_spark", "leased_snapshot",
+           "plan_table_read", "read_table", "table_schema"]

@@ -1,7 +1,8 @@
 """The one place that builds a SparkSession for this project's jobs and tests.
 
 Defaults: no web UI, shuffle tasks sized by their data (adaptive execution), Arrow for Python data exchange, the
-Python workers' memory capped (2g), a UTC session time zone and WARN logging. The master is the argument, else
+Python workers' memory capped (2g), a UTC session time zone and WARN logging; the `hiveacid` data source
+(`spark_jobs.datasource`) registered, with the filter pushdown it prunes partitions by turned on. The master is the argument, else
 `ACID_SPARK_MASTER`, else `local[*]`. With a local master the executors run this interpreter (`sys.executable` unless
 PYSPARK_PYTHON names another) with this repository on their PYTHONPATH. With a cluster master (Spark standalone,
 YARN, Kubernetes) the driver is this process and the executors get what they need from `acid_deploy.shipping`, as
@@ -26,10 +27,12 @@ from acid_core.errors import AcidError
 from acid_core.metastore.properties import PYSPARK_MEMORY_CONF
 from acid_deploy.job_conf import DEFAULT_PYSPARK_MEMORY, local_driver_environment
 from acid_deploy.shipping import combine_conf, executor_conf, is_local_master, options_from_env
+from spark_jobs.datasource import HiveAcidDataSource
 
 MASTER_ENV = "ACID_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
 REPOSITORY_ROOT = str(Path(__file__).resolve().parent.parent)
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -53,6 +56,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     # Every Python worker is capped (Spark enforces it as an address-space limit): reads, writes and compactions
     # stream a stripe or a batch at a time, so a partition of any size fits; a job may ask for more (conf=...).
     PYSPARK_MEMORY_CONF: DEFAULT_PYSPARK_MEMORY,
+    # The `hiveacid` data source prunes partitions from the filters Spark pushes to it (DataSourceReader.pushFilters);
+    # Spark 4.3 refuses to read from a Python data source with pushFilters unless this is on.
+    FILTER_PUSHDOWN_CONF: "true",
 }
 
 
@@ -101,7 +107,8 @@ def session_conf(master: str, conf: Mapping[str, object] | None = None, *,
 
 def build_session(app_name: str, *, master: str | None = None,
                   conf: Mapping[str, object] | None = None) -> SparkSession:
-    """A SparkSession named `app_name` on `resolve_master(master)` with `session_conf` applied, logging at WARN.
+    """A SparkSession named `app_name` on `resolve_master(master)` with `session_conf` applied, logging at WARN, the
+    `hiveacid` data source registered.
 
     If a session already runs in this process, Spark returns it (its master and static settings stay as they were).
 
@@ -114,11 +121,12 @@ def build_session(app_name: str, *, master: str | None = None,
     if master is None and not os.environ.get(MASTER_ENV) and os.environ.get("PYSPARK_GATEWAY_PORT"):
         # Launched by spark-submit: its --master (and --conf) already configured the JVM; do not override them.
         builder = SparkSession.builder.appName(app_name)
-        for key, value in {**object_store_conf(), **(conf or {})}.items():
+        for key, value in {FILTER_PUSHDOWN_CONF: "true", **object_store_conf(), **(conf or {})}.items():
             builder = builder.config(str(key), str(value))
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("WARN")
         check_pyspark_versions(session)
+        session.dataSource.register(HiveAcidDataSource)
         return session
     resolved = resolve_master(master)
     for name, value in local_driver_environment(resolved, os.environ).items():  # before the JVM starts
@@ -137,6 +145,7 @@ def build_session(app_name: str, *, master: str | None = None,
         session.sparkContext.pythonExec = shipped["spark.pyspark.python"]
     session.sparkContext.setLogLevel("WARN")
     check_pyspark_versions(session)
+    session.dataSource.register(HiveAcidDataSource)
     return session
 
 

@@ -137,7 +137,10 @@ def test_a_metastore_restart_under_a_compaction_a_streaming_writer_and_the_clean
                                                             CompactionState.SUCCEEDED)
         deadline = time.monotonic() + 60
         while ms.compactions.get(compaction_id).state is not CompactionState.SUCCEEDED:
-            assert time.monotonic() < deadline, f"not cleaned: {ms.compactions.get(compaction_id)}; {cleaner.errors}"
+            assert time.monotonic() < deadline, (
+                f"not cleaned: {ms.compactions.get(compaction_id)}; cleaner errors {cleaner.errors}; open "
+                f"transactions {[t for t in ms.txns.show_transactions() if t.state == 'o']}; "
+                f"streaming errors {writer.errors[:3]}")
             time.sleep(0.2)
         cleaner.stop.set()
         cleaner.join(30)
