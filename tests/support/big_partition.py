@@ -21,6 +21,7 @@ compaction that keeps ROW__IDs must leave all of them equal and a rebalance all 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from dataclasses import dataclass
 
@@ -159,10 +160,15 @@ def build(metastore: Metastore, name: str, *, base_rows: int, deltas: int = 10, 
     return Built(table.location, first_id, removed, survivors * (8 + payload_bytes + 4 + 8 + 4 + 8), writes)
 
 
-def register_copy(metastore: Metastore, built: Built, name: str, location: str) -> str:
-    """Copy a built partition's files to `location` and register them as `default.<name>` with the same write ids."""
-    shutil.copytree(built.location, location)
-    metastore.catalog.create_table("default", name, COLUMNS, location=location, params={"transactional": "true"})
+def register_copy(metastore: Metastore, built: Built, name: str, location: str, *, link: bool = False,
+                  params: dict | None = None) -> str:
+    """Copy a built partition's files to `location` and register them as `default.<name>` with the same write ids.
+
+    `link` hard-links the files instead of copying them (the same disk, and nothing writes into an input file: a
+    compaction writes new directories, a cleaner unlinks)."""
+    shutil.copytree(built.location, location, copy_function=os.link if link else shutil.copy2)
+    metastore.catalog.create_table("default", name, COLUMNS, location=location,
+                                   params={"transactional": "true", **(params or {})})
     for _ in range(built.writes):
         txn = metastore.txns.open_txn()
         metastore.txns.allocate_write_ids([txn], "default", name)
