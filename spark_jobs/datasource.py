@@ -14,28 +14,39 @@ columns. Options (their names are case-insensitive):
   where Spark plans the read, in the environment of its Python workers (the driver's, plus `spark.executorEnv.*`).
 - `rowId`: `true` puts Hive's `row__id` struct<writeid,bucketid,rowid> first; `false` (the default) leaves it out.
 - `validWriteIds`: an explicit snapshot, Hive's ValidWriteIdList of the table (`db.table:hwm:minOpen:open:aborted`).
+- `partitionPruning`: `true` lists and reads only the partitions the query's filters can hold in (below); `false`
+  (the default) reads every partition and leaves the filters to Spark.
 
 What runs where. On the driver, in Spark's Python planner workers: `load` reads the catalog and takes the snapshot
-(every action on the DataFrame reads that snapshot); each query then plans the read (`plan_table_read`: only the
-partitions its filters leave are listed, their footers read) and makes every read unit (an insert file, or one stripe
-of a multi-stripe file) one input partition. Spark's tasks read one unit each from the files, through the code
-`read_table`'s tasks run (`UnitOutput.read`), and never use the metastore.
+(every action on the DataFrame reads that snapshot); a query plans the read (`plan_table_read`: the partitions'
+listings and footers) and makes every read unit (an insert file, or one stripe of a multi-stripe file) one input
+partition. Spark's tasks read one unit each from the files, through the code `read_table`'s tasks run
+(`UnitOutput.read`), and never use the metastore.
 
-Filters (`pushFilters`): comparisons of a partition column with a literal (=, <=>, <, <=, >, >=, IN) and IS NOT NULL
-become an `acid_core.read.pruning` predicate; partitions where it cannot hold are neither listed nor read. Every
-filter is also handed back, so Spark still evaluates it on the rows: pruning only drops partitions where the pruner
-is sure no row matches (its rules, not Spark's, decide partition values' types). IS NULL, NOT, LIKE-style filters and
-filters on other columns do not prune.
+Partition pruning (`partitionPruning`, through `pushFilters`): comparisons of a partition column with a literal (=,
+<=>, <, <=, >, >=, IN) and IS NOT NULL become an `acid_core.read.pruning` predicate; partitions where it cannot hold
+are neither listed nor read. Every filter is also handed back, so Spark still evaluates it on the rows: pruning only
+drops partitions where the pruner is sure no row matches. IS NULL, NOT, LIKE, OR and filters on other columns do not
+prune. It is opt-in because Spark 4.3 keeps the plan of a query with pushed filters on the DataFrame's data source,
+not on that query's scan: a later query on the same DataFrame with no filter Spark can push (a bare count, an OR)
+reuses that plan and silently reads only the partitions the earlier query kept (`PruningHiveAcidReader`). With
+pruning, query each DataFrame with partition filters only, and `load` the table again for anything else.
 
-Spark 4.3's API limits this reader: it asks for no column pruning (every task returns every column, Spark drops the
-unused ones), a reader with `pushFilters` needs `spark.sql.python.filterPushdown.enabled=true` (`build_session` sets
-it; Spark refuses the read otherwise and names the setting), and Spark keeps the read plan of a query with pushable
-filters on the DataFrame it was made from, so a later query on the same DataFrame with no filter Spark can push
-reuses that plan: use a new `load` for it (see `HiveAcidReader`).
+Other limits of Spark 4.3's API: no column pruning (Spark never tells a Python reader which columns a query uses:
+every task returns every column, Spark drops the unused ones); and a reader with `pushFilters` needs
+`spark.sql.python.filterPushdown.enabled=true` (`build_session` sets it; without it Spark refuses a pruning read
+with DATA_SOURCE_PUSHDOWN_DISABLED, naming the setting; the default reader works either way).
 
-Cost: memory, per task: one stripe of one unit and the delete events of its bucket in one partition (or a stripe of
-each delete file on the sort-merge path); the planner holds one query's plan. Time: the read_table plan per query,
-then linear in the rows of the partitions kept.
+The snapshot is not held by a reader lease: a DataFrame kept past a compaction may find that the cleaner removed files
+its snapshot reads (a read may then fail); load it again, or use `read_table` under `leased_snapshot` for long reads.
+The `metastore` option travels with Spark's pickled data source to its Python workers (planners and tasks): it is
+never logged nor shown in an error (`redact`), but keep the password out of it where you can (ACID_METASTORE_PASSWORD).
+
+Cost: memory, per task (one unit): one stripe of the unit's file and the delete events of its bucket in its partition
+(or a stripe of each of those delete files, on the sort-merge path); a bucket's delete events are loaded once per
+unit, where `read_table`'s tasks load them once per run of units. The planner holds one query's plan. Time: planning
+as `read_table`'s (Spark keeps a DataFrame's plan for its queries without pushed filters and plans the others
+again), then linear in the rows of the partitions read.
 """
 
 from __future__ import annotations
@@ -77,7 +88,7 @@ from acid_core.read.read_plan import InsertSource, ReadPlan, source_bucket
 from spark_jobs.read import PartitionRead, UnitOutput, bucket_deletes, plan_table_read, table_schema
 
 FORMAT_NAME = "hiveacid"
-OPTIONS = ("table", "metastore", "rowId", "validWriteIds")  # and `path`, which `load("db.table")` sets
+OPTIONS = ("table", "metastore", "rowId", "validWriteIds", "partitionPruning")  # and `path`, which load() sets
 _COMPARISONS = {EqualTo: "=", EqualNullSafe: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
                 LessThanOrEqual: "<="}
 _log = logging.getLogger(__name__)
@@ -100,6 +111,7 @@ class ReadOptions:
     metastore: str | None
     include_row_id: bool
     valid_write_ids: str | None
+    partition_pruning: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -120,9 +132,6 @@ class ReadOptions:
         database, dot, table_name = name.partition(".")
         if not dot or not database or not table_name or "." in table_name:
             raise HiveAcidOptionError(f"{FORMAT_NAME}: table {name!r} is not database.table (e.g. default.sales)")
-        row_id = given.get("rowid", "false").strip().lower()
-        if row_id not in ("true", "false"):
-            raise HiveAcidOptionError(f"{FORMAT_NAME}: option rowId must be true or false, got {given['rowid']!r}")
         metastore = given.get("metastore")
         if metastore is not None:
             try:
@@ -130,11 +139,19 @@ class ReadOptions:
             except MetastoreError:
                 raise HiveAcidOptionError(f"{FORMAT_NAME}: option metastore {redact(metastore)} is not a SQLAlchemy "
                                           "URL (postgresql://user@host/db, sqlite:////path/metastore.db)") from None
-        return cls(database, table_name, metastore, row_id == "true", given.get("validwriteids"))
+        return cls(database, table_name, metastore, _boolean(given, "rowId"), given.get("validwriteids"),
+                   _boolean(given, "partitionPruning"))
 
     def url(self) -> str:
         """The metastore URL: the option, else the `acid` command's default (`default_url`), resolved here."""
         return self.metastore or default_url()
+
+
+def _boolean(given: Mapping[str, str], option: str) -> bool:
+    text = given.get(option.lower(), "false")
+    if text.strip().lower() not in ("true", "false"):
+        raise HiveAcidOptionError(f"{FORMAT_NAME}: option {option} must be true or false, got {text!r}")
+    return text.strip().lower() == "true"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,8 +171,9 @@ def _open_metastore(options: ReadOptions) -> Metastore:
 
 def _explicit_snapshot(info: TableInfo, now: Snapshot, text: str) -> Snapshot:
     """`now` with the table's write-id list replaced by the one `text` gives, which must describe a snapshot this
-    table had: nothing above its high watermark, and every write id open or aborted now (at or below the list's high
-    watermark) listed as open or aborted (so no uncommitted row becomes visible)."""
+    table had: nothing above its high watermark, its minimum open write id the least open one (which decides the
+    bases it may read, Hive's isValidBase), and every write id open or aborted now (at or below the list's high
+    watermark) listed as open or aborted, so that no uncommitted row becomes visible."""
     name = full_table_name(info.database, info.name)
     try:
         wanted = ValidWriteIdList.parse(text)
@@ -164,6 +182,9 @@ def _explicit_snapshot(info: TableInfo, now: Snapshot, text: str) -> Snapshot:
     if (wanted.table_name or "null").lower() != name:
         raise HiveAcidOptionError(f"{FORMAT_NAME}: option validWriteIds {text!r} is a write-id list of "
                                   f"{wanted.table_name}, not of {name}")
+    if wanted.open_ids and wanted.min_open != wanted.open_ids[0]:
+        raise HiveAcidOptionError(f"{FORMAT_NAME}: option validWriteIds {text!r}: its minimum open write id "
+                                  f"{wanted.min_open} is not the least of its open write ids ({wanted.open_ids[0]})")
     current = now.write_ids[name]
     if wanted.high_watermark > current.high_watermark:
         raise HiveAcidOptionError(f"{FORMAT_NAME}: option validWriteIds {text!r}: its high watermark "
@@ -265,13 +286,8 @@ class UnitPartition(InputPartition):
 
 
 class HiveAcidReader(DataSourceReader):
-    """Plans a `hiveacid` read on the driver (`pushFilters`, `partitions`) and reads its units on the tasks (`read`).
-
-    Spark 4.3 keeps the read plan made with pushed filters on the DataFrame's data source, not on the query's scan;
-    a later query on the same DataFrame without filters Spark can push (none of =, <, IN, IS NOT NULL... on any
-    column) is not planned again and reads the partitions the earlier query kept. Nothing the reader sees tells
-    those queries apart, so the reader cannot prevent it: load the table again for such a query.
-    """
+    """Plans a `hiveacid` read on the driver (`partitions`) and reads its units on the tasks (`read`): every
+    partition of the table, whatever the query's filters (Spark applies them to the rows)."""
 
     def __init__(self, options: ReadOptions, loaded: LoadedTable, schema: StructType) -> None:
         self.options = options
@@ -283,16 +299,9 @@ class HiveAcidReader(DataSourceReader):
                                  tuple(column.name for column in info.columns), options.include_row_id,
                                  to_arrow_schema(schema, timezone="UTC"))
 
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        """Keeps what the filters say of the partition columns, for `partitions`; gives every filter back."""
-        for spark_filter in filters:
-            predicate = filter_predicate(spark_filter, self.key_kinds)
-            if predicate is not None:
-                self.predicates.append(predicate)
-        return filters
-
     def partitions(self) -> list[InputPartition]:
-        """One input partition per read unit of the partitions the pushed filters leave, in read order.
+        """One input partition per read unit (of the partitions the pushed filters leave, when pruning), in read
+        order.
 
         Raises:
             TableChangedError: the table changed its columns, partition keys or location since `load`.
@@ -331,6 +340,27 @@ class HiveAcidReader(DataSourceReader):
             yield from self.output.read(partition.partition, partition.source, partition.stripe, {})
 
 
+class PruningHiveAcidReader(HiveAcidReader):
+    """`HiveAcidReader` that lists and reads only the partitions the query's pushed filters can hold in
+    (`partitionPruning`).
+
+    Spark 4.3 keeps the read plan made with pushed filters on the DataFrame's data source, not on the query's scan
+    (PythonScanBuilder.pushFilters stores it with PythonDataSourceV2.setReadInfo); a later query on the same
+    DataFrame with no filter Spark can hand to Python (none of =, <=>, <, <=, >, >=, IN, IS [NOT] NULL, LIKE 'a%' on
+    any column, e.g. a bare count or an OR) is not planned again and reads only the partitions the earlier query
+    kept. The reader is not called for that query and its tasks run the earlier query's read function: nothing here
+    can tell the two apart. Hence opt-in, for DataFrames made to be queried with partition filters only.
+    """
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Keeps what the filters say of the partition columns, for `partitions`; gives every filter back."""
+        for spark_filter in filters:
+            predicate = filter_predicate(spark_filter, self.key_kinds)
+            if predicate is not None:
+                self.predicates.append(predicate)
+        return filters
+
+
 class HiveAcidDataSource(DataSource):
     """`spark.read.format("hiveacid")`: the rows of one snapshot of a Hive ACID table (module docstring)."""
 
@@ -351,14 +381,20 @@ class HiveAcidDataSource(DataSource):
         return table_schema(loaded.info, include_row_id=options.include_row_id)
 
     def reader(self, schema: StructType) -> HiveAcidReader:
-        """Raises: HiveAcidOptionError when `schema` (one given to `spark.read.schema`) is not the table's."""
+        """A reader of the snapshot `schema()` took (with a schema given to `spark.read.schema`, Spark skips
+        `schema()`: each query then takes its own snapshot).
+
+        Raises:
+            HiveAcidOptionError: a schema given to `spark.read.schema` is not the table's.
+        """
         options, loaded = self._load()
         expected = table_schema(loaded.info, include_row_id=options.include_row_id)
         if schema != expected:
             raise HiveAcidOptionError(f"{FORMAT_NAME}: the schema given ({schema.simpleString()}) is not the schema "
                                       f"of {loaded.info.full_name} ({expected.simpleString()}): drop .schema(...)")
-        return HiveAcidReader(options, loaded, schema)
+        return (PruningHiveAcidReader if options.partition_pruning else HiveAcidReader)(options, loaded, schema)
 
 
-__all__ = ["FORMAT_NAME", "HiveAcidDataSource", "HiveAcidOptionError", "HiveAcidReader", "LoadedTable", "ReadOptions",
-           "TableChangedError", "UnitPartition", "filter_predicate", "load_table"]
+__all__ = ["FORMAT_NAME", "HiveAcidDataSource", "HiveAcidOptionError", "HiveAcidReader", "LoadedTable",
+           "PruningHiveAcidReader", "ReadOptions", "TableChangedError", "UnitPartition", "filter_predicate",
+           "load_table"]

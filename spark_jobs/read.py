@@ -9,7 +9,8 @@ read plan (`plan_read`), as many partitions at once as their filesystem takes, o
 file (`read_units`). Spark then reads the units in parallel (`mapInArrow`); every task opens the files through
 acid_core (pyarrow.fs), loads the delete events of each bucket it reads once, from only that bucket's delete files
 (or streams them, skipping delete stripes below the unit by `hive.acid.key.index`), and yields Arrow record batches a
-stripe at a time.
+stripe at a time. The `hiveacid` data source (`spark_jobs.datasource`) plans with `plan_table_read` too and runs
+one unit per task through the same `UnitOutput.read`.
 
 Columns: `row__id` struct<writeid:bigint,bucketid:int,rowid:bigint> first when asked for, then the table's columns
 (catalog names; Hive's files say `_col0`...), then the partition columns typed by the catalog's key types. Types
