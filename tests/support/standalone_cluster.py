@@ -120,7 +120,8 @@ def standalone_cluster(root: Path, *, worker_environment: dict[str, str] | None 
     PYSPARK_PYTHON = this interpreter, run in `worker_cwd`) on loopback; both stopped, with what they started, after."""
     master_port, master_web, worker_web = free_port(), free_port(), free_port()
     work_dir, log_dir = root / "spark-work", root / "spark-logs"
-    spark_settings = {"SPARK_LOCAL_IP": LOOPBACK, "SPARK_LOG_DIR": str(log_dir), "SPARK_WORKER_DIR": str(work_dir)}
+    spark_settings = {"SPARK_LOCAL_IP": LOOPBACK, "SPARK_LOG_DIR": str(log_dir), "SPARK_WORKER_DIR": str(work_dir),
+                      "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")}  # tests/conftest.py's
     master_environment = dict(os.environ, **spark_settings, PYSPARK_PYTHON=sys.executable)
     worker_environment = dict(master_environment if worker_environment is None else worker_environment,
                               **spark_settings)
