@@ -250,7 +250,9 @@ class Database:
         try:
             parsed = sa.engine.make_url(url)
         except (sa.exc.ArgumentError, ValueError) as exc:
-            raise MetastoreError(f"metastore URL {url!r} is not a SQLAlchemy URL: {exc}") from exc
+            # neither the URL nor SQLAlchemy's message (which may quote it) is shown: it may hold a password
+            raise MetastoreError(f"metastore URL {redact(url)} is not a SQLAlchemy URL "
+                                 "(dialect+driver://user@host:port/database)") from None
         self.dialect = parsed.get_backend_name()
         if self.dialect not in ("postgresql", "sqlite"):
             raise MetastoreError(f"metastore URL {redact(url)}: only postgresql and sqlite are supported")

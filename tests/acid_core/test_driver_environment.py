@@ -29,3 +29,13 @@ def test_a_url_without_a_password_does_not_take_an_inherited_one(monkeypatch):
 def test_an_unparsable_url_is_refused_without_showing_it():
     with pytest.raises(MetastoreError, match="cannot be parsed"):
         driver_environment("not a url at all")
+
+
+@pytest.mark.parametrize("url", ["postgresql://acid:s3cret@db.example:notaport/acid_metastore",
+                                 "::s3cret:: not a url"])
+def test_a_metastore_url_sqlalchemy_cannot_parse_is_refused_without_its_password(url):
+    from acid_core.metastore.engine import Database
+
+    with pytest.raises(MetastoreError, match="is not a SQLAlchemy URL") as refused:
+        Database(url)
+    assert "s3cret" not in str(refused.value) and refused.value.__cause__ is None
