@@ -249,7 +249,7 @@ class Database:
                  pool_size: int = 5, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         try:
             parsed = sa.engine.make_url(url)
-        except (sa.exc.ArgumentError, ValueError) as exc:
+        except (sa.exc.ArgumentError, ValueError):
             # neither the URL nor SQLAlchemy's message (which may quote it) is shown: it may hold a password
             raise MetastoreError(f"metastore URL {redact(url)} is not a SQLAlchemy URL "
                                  "(dialect+driver://user@host:port/database)") from None
