@@ -12,6 +12,7 @@ import getpass
 import logging
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -177,6 +178,15 @@ def default_url(acid_home: str | None = None) -> str:
     return f"sqlite:///{home / 'warehouse' / 'metastore.db'}"
 
 
+_USER_INFO = re.compile(r"(://[^/:@\s]*):[^@\s]*@")
+
+
+def _mask_password(text: str) -> str:
+    """`text` with the password of any `scheme://user:password@` in it replaced by `***` (for URLs SQLAlchemy
+    cannot parse, which `redact` cannot render)."""
+    return _USER_INFO.sub(r"\1:***@", text)
+
+
 def redact(url: str) -> str:
     """A URL safe to print: the password hidden."""
     try:
@@ -249,10 +259,10 @@ class Database:
                  pool_size: int = 5, outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
         try:
             parsed = sa.engine.make_url(url)
-        except (sa.exc.ArgumentError, ValueError):
-            # neither the URL nor SQLAlchemy's message (which may quote it) is shown: it may hold a password
-            raise MetastoreError(f"metastore URL {redact(url)} is not a SQLAlchemy URL "
-                                 "(dialect+driver://user@host:port/database)") from None
+        except (sa.exc.ArgumentError, ValueError) as exc:
+            # the URL and SQLAlchemy's message (which may quote it) with any password masked: chained to nothing
+            raise MetastoreError(f"metastore URL {_mask_password(url)!r} is not a SQLAlchemy URL: "
+                                 f"{_mask_password(str(exc))}") from None
         self.dialect = parsed.get_backend_name()
         if self.dialect not in ("postgresql", "sqlite"):
             raise MetastoreError(f"metastore URL {redact(url)}: only postgresql and sqlite are supported")

@@ -31,11 +31,11 @@ def test_an_unparsable_url_is_refused_without_showing_it():
         driver_environment("not a url at all")
 
 
-@pytest.mark.parametrize("url", ["postgresql://acid:s3cret@db.example:notaport/acid_metastore",
-                                 "::s3cret:: not a url"])
-def test_a_metastore_url_sqlalchemy_cannot_parse_is_refused_without_its_password(url):
+def test_a_metastore_url_sqlalchemy_cannot_parse_is_refused_naming_the_fault_without_its_password():
     from acid_core.metastore.engine import Database
 
     with pytest.raises(MetastoreError, match="is not a SQLAlchemy URL") as refused:
-        Database(url)
-    assert "s3cret" not in str(refused.value) and refused.value.__cause__ is None
+        Database("postgresql://acid:s3cret@db.example:notaport/acid_metastore")
+    message = str(refused.value)
+    assert "s3cret" not in message and "acid:***@db.example" in message and "notaport" in message
+    assert refused.value.__cause__ is None and "\n" not in message
