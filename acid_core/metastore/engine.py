@@ -4,6 +4,10 @@ Every operation runs in one database transaction through `Database.run`, which r
 serialization failures, deadlocks and SQLite's "database is locked", and maps every other database error to an
 AcidError naming the operation. SQLite write transactions start with BEGIN IMMEDIATE (one writer at a time, readers
 keep going under WAL); PostgreSQL reads that need one consistent snapshot run at REPEATABLE READ.
+
+Over 500 lines because the retry loop, the outage wait, the error mapping and the per-thread connections it keeps
+decide together when a statement ran, may run again or has failed; each needs the others' state (the connection to
+invalidate, the attempt count, whether a commit may have taken effect), so they stay in one module.
 """
 
 from __future__ import annotations

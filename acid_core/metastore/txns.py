@@ -5,6 +5,10 @@ so they never repeat or go missing. Every state change is a compare-and-swap on 
 update/delete components are checked against WRITE_SET under the NEXT_TXN_ID row lock (first committer wins),
 components move to COMPLETED_TXN_COMPONENTS, locks are released, and a compactor transaction stamps its queue entry
 with the next transaction id (the cleaner's watermark).
+
+Over 500 lines because it is one protocol, as Hive's TxnHandler is: open, write ids, commit, abort, heartbeats,
+snapshots, time-outs and staging records read and write the same rows (TXNS, TXN_COMPONENTS, WRITE_SET, the NEXT_*
+counters) in one lock order; split over several files, that order would have no single place to be read and kept.
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@ The read is planned (`acid_core.read.read_plan`: base or original files, then in
 every insert file is read column-wise, filtered to the write ids the snapshot sees, and stripped of deleted rows.
 Delete events are held in a `DeleteRegistry` when they fit under `max_delete_events_in_memory` (Hive's
 `hive.transactional.events.mem`), and streamed by `DeleteCursor`s in a sort-merge otherwise.
+
+Over 500 lines because its forms of one read (a whole table, `read_snapshot`; batches, `read_batches`; a unit at a
+time for Spark's tasks, `PartitionReader`; the compactor's key-ordered stream, `SnapshotReader.stream`) share the
+per-file steps (write-id filter, delete path, column conforming) that make their results equal; split apart, those
+steps would drift.
 """
 
 from __future__ import annotations
