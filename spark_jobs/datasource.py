@@ -24,10 +24,10 @@ partition. Spark's tasks read one unit each from the files, through the code `re
 (`UnitOutput.read`), and never use the metastore.
 
 Partition pruning (`partitionPruning`, through `pushFilters`): comparisons of a partition column with a literal (=,
-<=>, <, <=, >, >=, IN) and IS NOT NULL become an `acid_core.read.pruning` predicate; partitions where it cannot hold
-are neither listed nor read. Every filter is also handed back, so Spark still evaluates it on the rows: pruning only
-drops partitions where the pruner is sure no row matches. IS NULL, NOT, LIKE, OR and filters on other columns do not
-prune. It is opt-in because Spark 4.3 keeps the plan of a query with pushed filters on the DataFrame's data source,
+<=>, <, <=, >, >=, IN), IS NULL and IS NOT NULL become an `acid_core.read.pruning` predicate; partitions where it
+cannot hold are neither listed nor read. Every filter is also handed back, so Spark still evaluates it on the rows:
+pruning only drops partitions where the pruner is sure no row matches. NOT, LIKE, OR and filters on other columns do
+not prune. It is opt-in because Spark 4.3 keeps the plan of a query with pushed filters on the DataFrame's data source,
 not on that query's scan: a later query on the same DataFrame with no filter Spark can push (a bare count, an OR)
 reuses that plan and silently reads only the partitions the earlier query kept (`PruningHiveAcidReader`). With
 pruning, query each DataFrame with partition filters only, and `load` the table again for anything else.
@@ -70,6 +70,7 @@ from pyspark.sql.datasource import (
     In,
     InputPartition,
     IsNotNull,
+    IsNull,
     LessThan,
     LessThanOrEqual,
 )
@@ -77,13 +78,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from acid_core.errors import AcidError, InvalidSettingError, InvalidValidityListError, MetastoreError, UsageError
-from acid_core.format.types import INTEGER_KINDS, parse_type
+from acid_core.format.types import parse_type
 from acid_core.format.validity import ValidWriteIdList
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.engine import default_url, redact, split_credentials
 from acid_core.metastore.txns import Snapshot, full_table_name
-from acid_core.read.pruning import AnyOf, Comparison, Literal, Predicate, all_of
+from acid_core.read.pruning import Comparison, Literal, Predicate, all_of
 from acid_core.read.read_plan import InsertSource, ReadPlan, source_bucket
 from spark_jobs.read import PartitionRead, UnitOutput, bucket_deletes, plan_table_read, table_schema
 
@@ -241,20 +242,6 @@ def _literal(value: object) -> Literal | None:
     return None
 
 
-def _not_null(column: str, kind: str) -> Predicate | None:
-    """IS NOT NULL in the pruning module's terms: a pair of comparisons one of which every value of the column's kind
-    satisfies, while no comparison holds in Hive's default partition (where the column is NULL)."""
-    if kind in ("string", "varchar"):
-        return Comparison(column, ">=", (Literal("string", ""),))
-    if kind in INTEGER_KINDS:
-        zero = (Literal("number", "0"),)
-        return AnyOf((Comparison(column, ">=", zero), Comparison(column, "<", zero)))
-    if kind == "date":
-        epoch = (Literal("date", "1970-01-01"),)
-        return AnyOf((Comparison(column, ">=", epoch), Comparison(column, "<", epoch)))
-    return None
-
-
 def filter_predicate(spark_filter: Filter, key_kinds: Mapping[str, str]) -> Predicate | None:
     """What a filter Spark pushes says of the partition columns (`key_kinds`: name -> Hive type kind), or None when
     it says nothing the pruner can use."""
@@ -263,7 +250,9 @@ def filter_predicate(spark_filter: Filter, key_kinds: Mapping[str, str]) -> Pred
         return None
     column = attribute[0].lower()
     if isinstance(spark_filter, IsNotNull):
-        return _not_null(column, key_kinds[column])
+        return Comparison(column, "is not null", ())
+    if isinstance(spark_filter, IsNull):
+        return Comparison(column, "is null", ())
     if isinstance(spark_filter, In):
         literals = [_literal(value) for value in spark_filter.value if value is not None]
         if not literals or any(literal is None for literal in literals):

@@ -1,10 +1,10 @@
 """Partition pruning: which partitions of a table a statement can read rows from, told from partition values alone.
 
 An engine's front end reads what it can of a WHERE clause into a `Predicate`: comparisons of a column with literals
-(`=`, `<`, `<=`, `>`, `>=`, `IN`), `AllOf` (AND) and `AnyOf` (OR). What it cannot read (a function, NOT, a
-subquery, a comparison of two columns) it leaves out of an AND, and an OR with such a branch is no predicate at all
-(None: every partition). Hive's compiler prunes the same way (PartitionPruner, on the conjuncts over partition
-columns), before anything is listed.
+(`=`, `<`, `<=`, `>`, `>=`, `IN`), null tests (`IS NULL`, `IS NOT NULL`: no literal), `AllOf` (AND) and `AnyOf`
+(OR). What it cannot read (a function, NOT, a subquery, a comparison of two columns) it leaves out of an AND, and an
+OR with such a branch is no predicate at all (None: every partition). Hive's compiler prunes the same way
+(PartitionPruner, on the conjuncts over partition columns), before anything is listed.
 
 `PartitionPruner.matches` answers False only when no row of the partition can make the predicate true: a partition
 column's value is compared as the column's type (strings as strings, integers as numbers, dates as dates), Hive's
@@ -26,7 +26,8 @@ from acid_core.errors import UsageError
 from acid_core.format.layout import DEFAULT_PARTITION_NAME
 from acid_core.format.types import INTEGER_KINDS, parse_type
 
-OPERATORS = ("=", "<", "<=", ">", ">=", "in")
+NULL_TESTS = ("is null", "is not null")
+OPERATORS = ("=", "<", "<=", ">", ">=", "in", *NULL_TESTS)
 LITERAL_KINDS = ("string", "number", "date")
 _INTEGER_RE = re.compile(r"-?[0-9]+")  # what pyarrow casts to an integer (no "+", no spaces)
 _NUMBER_RE = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
@@ -53,7 +54,8 @@ class Literal:
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """`column operator value` (or `column IN (values)`); `column` is lower case."""
+    """`column operator value` (or `column IN (values)`, or `column IS [NOT] NULL` with no values); `column` is
+    lower case."""
 
     column: str
     operator: str
@@ -62,7 +64,10 @@ class Comparison:
     def __post_init__(self) -> None:
         if self.operator not in OPERATORS:
             raise UsageError(f"comparison operator {self.operator!r} is not one of {OPERATORS}")
-        if not self.values or (self.operator != "in" and len(self.values) != 1):
+        if self.operator in NULL_TESTS:
+            if self.values:
+                raise UsageError(f"{self.column} {self.operator}: takes no values, {len(self.values)} given")
+        elif not self.values or (self.operator != "in" and len(self.values) != 1):
             raise UsageError(f"{self.column} {self.operator}: {len(self.values)} values given")
 
     def flipped(self) -> Comparison:
@@ -188,8 +193,11 @@ class PartitionPruner:
         if kind is None or predicate.column not in spec:
             return True  # not a partition column: any partition may hold rows that satisfy it
         text = spec[predicate.column]
-        if text is None or text == DEFAULT_PARTITION_NAME:
-            return False  # the column is NULL in the whole partition: no comparison with NULL is true
+        null = text is None or text == DEFAULT_PARTITION_NAME  # the column is NULL in the whole partition
+        if predicate.operator in NULL_TESTS:
+            return null == (predicate.operator == "is null")
+        if text is None or null:
+            return False  # no comparison with NULL is true
         value = _key_value(kind, text)
         literals = [_literal_value(kind, literal) for literal in predicate.values]
         if value is _UNSURE or any(literal is _UNSURE for literal in literals):
@@ -197,4 +205,5 @@ class PartitionPruner:
         return _holds(predicate.operator, value, literals)
 
 
-__all__ = ["AllOf", "AnyOf", "Comparison", "Literal", "PartitionPruner", "Predicate", "all_of", "any_of"]
+__all__ = ["NULL_TESTS", "AllOf", "AnyOf", "Comparison", "Literal", "PartitionPruner", "Predicate", "all_of",
+           "any_of"]

@@ -159,6 +159,22 @@ def test_the_predicate_model():
     with pytest.raises(UsageError):
         Comparison("a", "=", ())
     assert PartitionPruner(None, {"day": "date"}).matches({"day": "2026-01-01"})
+    with pytest.raises(UsageError, match="takes no values"):
+        Comparison("a", "is null", (Literal("number", "1"),))
+
+
+@pytest.mark.parametrize("operator, kept_days", [("is null", [DEFAULT_PARTITION_NAME]), ("is not null", DAYS)])
+def test_null_tests_keep_the_default_partition_or_every_other(operator, kept_days):
+    """IS NULL holds only in Hive's default partition (the column is NULL in all of it, and nowhere else); IS NOT
+    NULL everywhere else. Combined with a comparison as any other part."""
+    pruner = PartitionPruner(Comparison("day", operator, ()), {"day": "date"})
+    assert [spec["day"] for spec in DAY_PARTITIONS if pruner.matches(spec)] == kept_days
+    assert pruner.matches({"day": None}) == (operator == "is null")
+    third = Comparison("day", "=", (Literal("date", DAYS[3]),))
+    either = PartitionPruner(AnyOf((Comparison("day", operator, ()), third)), {"day": "date"})
+    assert [spec["day"] for spec in DAY_PARTITIONS if either.matches(spec)] == (
+        [DAYS[3], DEFAULT_PARTITION_NAME] if operator == "is null" else DAYS)
+    assert PartitionPruner(Comparison("id", operator, ()), {"day": "date"}).matches({"day": DAYS[0]})  # not a key
 
 
 # ---------------------------------------------------------------------------------------------------------------
