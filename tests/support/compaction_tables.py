@@ -6,8 +6,9 @@ checked as Hive 3 writes it, and a six-write history of inserts, deletes, an upd
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,10 +71,15 @@ class Table:
             self.models[name] = TableModel(bucket_of=self.bucket_of)
         return self.models[name]
 
+    @functools.cached_property
+    def _hive_bucket(self) -> Callable[[tuple], int]:
+        """Hive's bucket of a row of this bucketed table (made once, not per row)."""
+        info = self.info
+        return bucket_function(info.columns, info.bucket_columns, info.num_buckets, version=info.bucketing_version)
+
     def bucket_of(self, row: tuple) -> int:
         if self.info.num_buckets > 0:
-            return bucket_function(self.info.columns, self.info.bucket_columns, self.info.num_buckets,
-                                   version=self.info.bucketing_version)(row) if self.info.num_buckets > 1 else 0
+            return self._hive_bucket(row) if self.info.num_buckets > 1 else 0
         return row[0] % self.writers
 
     @contextlib.contextmanager
