@@ -273,14 +273,20 @@ KNOWN_NOISE = (
 
 
 def without_known_noise(lines):
-    """`lines` (spark-submit's output) without those of KNOWN_NOISE, and without the empty line that follows one."""
-    dropped = False
+    """`lines` (spark-submit's output) without those of KNOWN_NOISE, and without the empty line that follows each.
+
+    Python workers running at once interleave their lines (two noise lines, then their two empty lines): every noise
+    line owes one empty line until a line that says something comes."""
+    owed = 0
     for line in lines:
         text = line.strip()
-        if any(pattern.fullmatch(text) for pattern in KNOWN_NOISE) or (dropped and not text):
-            dropped = bool(text)
+        if any(pattern.fullmatch(text) for pattern in KNOWN_NOISE):
+            owed += 1
             continue
-        dropped = False
+        if not text and owed:
+            owed -= 1
+            continue
+        owed = 0
         yield line
 
 

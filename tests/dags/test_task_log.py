@@ -216,3 +216,14 @@ def test_the_pandas_warning_is_left_out_only_when_pyspark_gives_it():
     assert [line for line in result.stderr.splitlines() if "FutureWarning" in line] == [
         "ours.py:1: FutureWarning: PySpark does not yet fully support pandas >= 3.0.0. Some features may not work "
         "correctly.", "utils.py:2: FutureWarning: something else"]
+
+
+def test_the_empty_lines_of_interleaved_workers_noise_are_left_out_too():
+    """Two Python workers starting at once print their memory lines first and their empty lines after."""
+    from acid_plugin.operators import without_known_noise
+
+    lines = ["Current mem limits: -1 of max -1\n", "Current mem limits: -1 of max -1\n", "\n", "\n",
+             "Setting mem limits to 2147483648 of max 2147483648\n", "\n",
+             "compaction 2: 3 tasks\n", "\n"]  # an empty line after a line that says something: kept
+
+    assert list(without_known_noise(lines)) == lines[6:]
