@@ -61,6 +61,7 @@ from decimal import Decimal
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
     EqualNullSafe,
     EqualTo,
@@ -77,26 +78,22 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from acid_core.errors import AcidError, InvalidSettingError, InvalidValidityListError, MetastoreError, UsageError
+from acid_core.errors import AcidError, InvalidValidityListError, UsageError
 from acid_core.format.types import parse_type
 from acid_core.format.validity import ValidWriteIdList
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
-from acid_core.metastore.engine import default_url, redact, split_credentials
 from acid_core.metastore.txns import Snapshot, full_table_name
 from acid_core.read.pruning import Comparison, Literal, Predicate, all_of
 from acid_core.read.read_plan import InsertSource, ReadPlan, source_bucket
+from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target, lowered, parse_target
+from spark_jobs.datasource_write import HiveAcidWriter
 from spark_jobs.read import PartitionRead, UnitOutput, bucket_deletes, plan_table_read, table_schema
 
-FORMAT_NAME = "hiveacid"
 OPTIONS = ("table", "metastore", "rowId", "validWriteIds", "partitionPruning")  # and `path`, which load() sets
 _COMPARISONS = {EqualTo: "=", EqualNullSafe: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
                 LessThanOrEqual: "<="}
 _log = logging.getLogger(__name__)
-
-
-class HiveAcidOptionError(InvalidSettingError):
-    """An option of the `hiveacid` data source is missing, unknown or has a bad value."""
 
 
 class TableChangedError(AcidError):
@@ -117,35 +114,15 @@ class ReadOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
         """Raises: HiveAcidOptionError, naming the option and its value (never a metastore URL's password)."""
-        given = {str(key).lower(): value for key, value in options.items()}
-        unknown = sorted(set(given) - {name.lower() for name in OPTIONS} - {"path"})
-        if unknown:
-            raise HiveAcidOptionError(f"{FORMAT_NAME}: unknown option(s) {unknown}: the options are "
-                                      f"{', '.join(OPTIONS)} (the table may also be the path given to load)")
-        path, table = given.get("path"), given.get("table")
-        if path and table and path.lower() != table.lower():
-            raise HiveAcidOptionError(f"{FORMAT_NAME}: load({path!r}) and option table {table!r} name different "
-                                      "tables: give one")
-        name = table or path
-        if not name:
-            raise HiveAcidOptionError(f'{FORMAT_NAME}: no table to read: load("db.table") or option("table", '
-                                      '"db.table")')
-        database, dot, table_name = name.partition(".")
-        if not dot or not database or not table_name or "." in table_name:
-            raise HiveAcidOptionError(f"{FORMAT_NAME}: table {name!r} is not database.table (e.g. default.sales)")
-        metastore = given.get("metastore")
-        if metastore is not None:
-            try:
-                split_credentials(metastore)  # parses it; its own error would quote the parser's complaint
-            except MetastoreError:
-                raise HiveAcidOptionError(f"{FORMAT_NAME}: option metastore {redact(metastore)} is not a SQLAlchemy "
-                                          "URL (postgresql://user@host/db, sqlite:////path/metastore.db)") from None
+        given = lowered(options, OPTIONS, "read")
+        target = parse_target(given, "read")
+        database, table_name, metastore = target.database, target.table, target.metastore
         return cls(database, table_name, metastore, _boolean(given, "rowId"), given.get("validwriteids"),
                    _boolean(given, "partitionPruning"))
 
     def url(self) -> str:
         """The metastore URL: the option, else the `acid` command's default (`default_url`), resolved here."""
-        return self.metastore or default_url()
+        return Target(self.database, self.table, self.metastore).url()
 
 
 def _boolean(given: Mapping[str, str], option: str) -> bool:
@@ -164,10 +141,7 @@ class LoadedTable:
 
 
 def _open_metastore(options: ReadOptions) -> Metastore:
-    url = options.url()
-    metastore = Metastore(url, pool_size=1)
-    _log.info("%s: metastore %s", FORMAT_NAME, redact(url))
-    return metastore
+    return Target(options.database, options.table, options.metastore).open_metastore()
 
 
 def _explicit_snapshot(info: TableInfo, now: Snapshot, text: str) -> Snapshot:
@@ -382,6 +356,11 @@ class HiveAcidDataSource(DataSource):
             raise HiveAcidOptionError(f"{FORMAT_NAME}: the schema given ({schema.simpleString()}) is not the schema "
                                       f"of {loaded.info.full_name} ({expected.simpleString()}): drop .schema(...)")
         return (PruningHiveAcidReader if options.partition_pruning else HiveAcidReader)(options, loaded, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        """`df.write.format("hiveacid").mode("append" | "overwrite").save("db.table")`: one write transaction
+        (`spark_jobs.datasource_write`), opened here."""
+        return HiveAcidWriter.open(dict(self.options), schema, overwrite)
 
 
 __all__ = ["FORMAT_NAME", "HiveAcidDataSource", "HiveAcidOptionError", "HiveAcidReader", "LoadedTable",

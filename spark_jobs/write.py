@@ -60,7 +60,7 @@ class WriteSummary:
 
 
 @dataclass(frozen=True, slots=True)
-class _FileTask:
+class FileTask:
     """What a Spark task needs to write event files (picklable)."""
 
     location: str
@@ -96,11 +96,11 @@ def _result_batch(results: list[tuple[str, str, int]]) -> pa.RecordBatch:
                                                         ("rows", pa.int64())]))
 
 
-def _destination(task: _FileTask, part: str, bucket: int) -> tuple[str, str]:
+def _destination(task: FileTask, part: str, bucket: int, suffix: str = "") -> tuple[str, str]:
     """(partition directory, staging file) of one output file, refused if a symbolic link leads out of the table."""
     fs, location = FileSystem.resolve(task.location)
     directory = ensure_inside(location, fs.join(location, part) if part else location, fs=fs)
-    return directory, fs.join(directory, task.staging, bucket_file_name(bucket))
+    return directory, fs.join(directory, task.staging, bucket_file_name(bucket) + suffix)
 
 
 def _insert_groups(batch: pa.RecordBatch, keys: tuple[str, ...], buckets: np.ndarray
@@ -120,16 +120,27 @@ def _insert_groups(batch: pa.RecordBatch, keys: tuple[str, ...], buckets: np.nda
     return groups
 
 
-def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch], *,
-                   gather_rows: int = GATHER_ROWS_DEFAULT) -> Iterator[pa.RecordBatch]:
-    """Spark task: insert events for the rows of this task, one file per (partition, bucket or writer id), written
-    batch by batch as the rows arrive (memory: a batch of `gather_rows` and each open file's stripe buffer, not the
-    task's rows)."""
-    from pyspark import TaskContext
+@dataclass(frozen=True, slots=True)
+class WrittenFile:
+    """One event file a task wrote: its partition (`k=v/...`, "" unpartitioned), the staging directory holding it,
+    its bucket (or writer id), its name there and its rows."""
 
-    writer_id = TaskContext.get().partitionId()
+    part: str
+    staging: str
+    bucket: int
+    name: str
+    rows: int
+
+
+def write_insert_files(task: FileTask, batches: Iterator[pa.RecordBatch], *, writer_id: int,
+                       gather_rows: int = GATHER_ROWS_DEFAULT, first_row_id: int = 0,
+                       name_suffix: str = "") -> list[WrittenFile]:
+    """Insert events for the rows of `batches`, one file per (partition, bucket; or `writer_id` for an unbucketed
+    table) named `bucket_N` + `name_suffix`, written batch by batch as the rows arrive (memory: a batch of
+    `gather_rows` and each open file's stripe buffer, not the rows). Every file's row ids count from
+    `first_row_id`. A failure removes what was written."""
     fs, _ = FileSystem.resolve(task.location)
-    files: dict[tuple[str, int], list] = {}  # (partition, bucket) -> [writer, rows written, staging directory]
+    files: dict[tuple[str, int], list] = {}  # (partition, bucket) -> [writer, rows written, staging directory, name]
     try:
         for batch in _gathered(batches, gather_rows):
             buckets = batch.column(batch.schema.get_field_index(BUCKET)).to_numpy() if task.bucketed \
@@ -141,23 +152,33 @@ def _write_inserts(task: _FileTask, batches: Iterator[pa.RecordBatch], *,
                      for i, n in enumerate(task.columns)], fields=list(task.row_type))
                 entry = files.get((part, bucket))
                 if entry is None:
-                    directory, path = _destination(task, part, bucket)
+                    directory, path = _destination(task, part, bucket, name_suffix)
                     writer = EventStreamWriter(fs, path, compression=task.compression, columns=task.table_columns)
-                    entry = files[(part, bucket)] = [writer, 0, fs.join(directory, task.staging)]
-                count, first = len(rows), entry[1]
+                    entry = files[(part, bucket)] = [writer, 0, fs.join(directory, task.staging),
+                                                     path.rsplit("/", 1)[-1]]
+                count, first = len(rows), first_row_id + entry[1]
                 entry[0].write(event_table(INSERT_OPERATION, np.full(count, task.write_id),
                                            np.full(count, encode_bucket(bucket, task.statement_id)),
                                            np.arange(first, first + count), np.full(count, task.write_id), data))
                 entry[1] += count
-        results = []
-        for (part, _), (writer, count, staging) in sorted(files.items()):
+        written = []
+        for (part, bucket), (writer, count, staging, name) in sorted(files.items()):
             writer.close()
-            results.append((part, staging, count))
+            written.append(WrittenFile(part, staging, bucket, name, count))
     except BaseException:
-        for writer, _, _ in files.values():
+        for writer, _, _, _ in files.values():
             writer.abort()
         raise
-    yield _result_batch(results)
+    return written
+
+
+def _write_inserts(task: FileTask, batches: Iterator[pa.RecordBatch], *,
+                   gather_rows: int = GATHER_ROWS_DEFAULT) -> Iterator[pa.RecordBatch]:
+    """Spark task: `write_insert_files` with the task as the writer id, reported as one result batch."""
+    from pyspark import TaskContext
+
+    written = write_insert_files(task, batches, writer_id=TaskContext.get().partitionId(), gather_rows=gather_rows)
+    yield _result_batch([(f.part, f.staging, f.rows) for f in written])
 
 
 def _gathered(batches: Iterator[pa.RecordBatch], rows_wanted: int) -> Iterator[pa.RecordBatch]:
@@ -187,7 +208,7 @@ def _runs(parts: pa.Array, buckets: np.ndarray) -> list[tuple[str, int, int, int
     return [(parts[int(a)].as_py(), int(buckets[a]), int(a), int(b)) for a, b in zip(starts, ends)]
 
 
-def _write_deletes(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _write_deletes(task: FileTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Spark task: delete events for the ROW__IDs of this task, one file per (partition, bucket), written batch by
     batch: Spark sorted the task's rows by (partition, bucket, key), so each file's events arrive in key order, one
     file after another (memory: one batch and one open file's stripe buffer, not the task's rows)."""
@@ -227,15 +248,15 @@ def _write_deletes(task: _FileTask, batches: Iterator[pa.RecordBatch]) -> Iterat
     yield _result_batch(results)
 
 
-def _file_task(write: TableWrite, statement_id: int, final: str, *, bucketed: bool = False) -> _FileTask:
+def file_task(write: TableWrite, statement_id: int, final: str, *, bucketed: bool = False) -> FileTask:
     """What the tasks of one statement of `write` need to write the event files of `final`."""
     table = write.table
-    return _FileTask(table.location, tuple(c.name for c in table.columns), arrow_struct(table.columns),
+    return FileTask(table.location, tuple(c.name for c in table.columns), arrow_struct(table.columns),
                      tuple(k.name for k in table.partition_keys), write.write_id, statement_id,
                      write.staging_name(final), compression_of(table), bucketed, tuple(table.columns))
 
 
-def _run(write: TableWrite, frame: DataFrame, task: _FileTask, writer) -> list[tuple[str, str, int]]:
+def _run(write: TableWrite, frame: DataFrame, task: FileTask, writer) -> list[tuple[str, str, int]]:
     """Run the event-file tasks and stage what they wrote in `write` (which publishes it at commit)."""
     rows = frame.mapInArrow(lambda batches: writer(task, batches), _RESULT).collect()
     results = [(r["part"], r["staging"], r["rows"]) for r in rows]
@@ -309,10 +330,10 @@ def _insert_frame(write: TableWrite, frame: DataFrame, statement_id: int) -> lis
         # into one task, writing every bucket on one core)
         slots = frame.sparkSession.sparkContext.defaultParallelism
         frame = _with_bucket(frame, table).repartition(slots, *([F.col(k) for k in keys] + [F.col(BUCKET)]))
-        return _run(write, frame, _file_task(write, statement_id, final, bucketed=True), _write_inserts)
+        return _run(write, frame, file_task(write, statement_id, final, bucketed=True), _write_inserts)
     if frame.rdd.getNumPartitions() > _MAX_WRITERS:
         frame = frame.coalesce(_MAX_WRITERS)  # writer ids are 12 bits in BucketCodec V1
-    return _run(write, frame, _file_task(write, statement_id, final), _write_inserts)
+    return _run(write, frame, file_task(write, statement_id, final), _write_inserts)
 
 
 def insert(metastore: Metastore, database: str, table: str, frame: DataFrame, *,
@@ -341,7 +362,7 @@ def _delete_frame(write: TableWrite, matched: DataFrame, statement_id: int) -> l
     ids = ids.mapInArrow(add_part_and_bucket, schema).repartition(F.col(PART), F.col(BUCKET)) \
         .sortWithinPartitions(PART, BUCKET, OWID, BPROP, ROWID)
     final = delta_dir_name(write.write_id, write.write_id, statement_id=statement_id, delete=True)
-    return _run(write, ids, _file_task(write, statement_id, final), _write_deletes)
+    return _run(write, ids, file_task(write, statement_id, final), _write_deletes)
 
 
 def delete(spark, metastore: Metastore, database: str, table: str, condition: str) -> WriteSummary:

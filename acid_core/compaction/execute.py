@@ -27,19 +27,15 @@ from acid_core.compaction.verify import FileChecker, FileFigures, RowIdCounter, 
 from acid_core.format.delete_events import DeleteCursor, valid_write_id_mask, without_deleted
 from acid_core.format.layout import COMPACTION_PARTS_DIR, bucket_file_name, compaction_part_name
 from acid_core.format.orc_columnar import EventStreamWriter, event_table, null_rows, rows_struct
-from acid_core.format.orc_concat import concatenate
 from acid_core.format.orc_events import (
-    ACID_VERSION,
     BATCH_ROWS,
     CURRENT_WRITE_ID,
     DELETE_OPERATION,
     INSERT_OPERATION,
     KEY_FIELDS,
-    KEY_INDEX_KEY,
-    STATS_KEY,
-    VERSION_KEY,
     AcidStats,
     EventFile,
+    join_event_files,
 )
 from acid_core.format.rowid import encode_bucket
 from acid_core.format.types import arrow_struct
@@ -296,13 +292,6 @@ def run_bucket(plan: CompactionPlan, work: BucketWork, *, background: bool = Fal
                         figures=tuple(found) if plan.verify else None)
 
 
-def _part_stats(part: EventFile) -> AcidStats:
-    """A part's `hive.acid.stats`: every part has them (`EventStreamWriter` stores them when it closes a file)."""
-    stats = part.stats
-    assert stats is not None, f"{part.path}: a compaction part without {STATS_KEY}"
-    return stats
-
-
 def join_parts(fs: FileSystem, plan: CompactionPlan) -> None:
     """After the tasks of a split major compaction: concatenate each bucket's parts, in key order, stripe by stripe
     into the bucket's one file, with the user metadata of one file (`hive.acid.key.index`: the parts' entries in
@@ -321,12 +310,5 @@ def join_parts(fs: FileSystem, plan: CompactionPlan) -> None:
         paths = [fs.join(parts_dir, name) for name in sorted(n for n in names if n in present)]
         if not paths:
             continue
-        files = [EventFile(fs, path) for path in paths]
-        stats = [_part_stats(f) for f in files]
-        metadata = {KEY_INDEX_KEY: "".join(f.user_metadata.get(KEY_INDEX_KEY, "") for f in files).encode(),
-                    STATS_KEY: AcidStats(sum(s.inserts for s in stats), sum(s.updates for s in stats),
-                                         sum(s.deletes for s in stats)).serialize(),
-                    VERSION_KEY: ACID_VERSION.encode()}
-        concatenate(fs, paths, fs.join(plan.temp_dir(final), bucket_file_name(bucket)), user_metadata=metadata,
-                    consume_first=True)
+        join_event_files(fs, paths, fs.join(plan.temp_dir(final), bucket_file_name(bucket)))
     fs.delete_dir(parts_dir)

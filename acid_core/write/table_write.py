@@ -27,6 +27,8 @@ import pyarrow as pa
 from acid_core.errors import AcidError, NoSuchObjectError, NoSuchTxnError, TxnStateError, UsageError
 from acid_core.format.bucketing import bucket_function
 from acid_core.format.layout import (
+    METADATA_FILE,
+    ParsedBase,
     ParsedDelta,
     is_hidden,
     parse_directory,
@@ -76,6 +78,7 @@ class TableWrite:
         self._ended = False
         self._writer: EmbeddedWriter | None = None
         self._stripe_rows = stripe_rows
+        self._sweep = False  # abort also removes staging this handle was not told of (`resume`)
 
     # --- opening ----------------------------------------------------------------------------------------------------
     @classmethod
@@ -125,6 +128,17 @@ class TableWrite:
         cataloged = frozenset() if partition is None else frozenset({partition})  # the connection added it
         return [cls(metastore, table, txn_id, write_ids[txn_id], partition=partition, agent_info=agent_info,
                     staged=False, cataloged=cataloged) for txn_id in txn_ids]
+
+    @classmethod
+    def resume(cls, metastore: Metastore, table: TableInfo, txn_id: int, write_id: int, *, agent_info: str,
+               partition: str | None = None) -> TableWrite:
+        """The write transaction `txn_id` that `open` opened in another process (Spark pickles a data source's writer
+        from the planner to the process that commits it): what was staged is told again with `staged`, what was
+        written with `record`. Its `abort` also removes the staging directories nobody told it of (a failed task's):
+        every one named for the transaction in its partition, or in every partition of the table."""
+        write = cls(metastore, table, txn_id, write_id, partition=partition, agent_info=agent_info, staged=True)
+        write._sweep = True
+        return write
 
     def lock(self, *, timeout_ms: int = LOCK_TIMEOUT_MS, lock_type: LockType = LockType.SHARED_WRITE) -> None:
         """Take the write lock on the partition (or the table) this write was opened for."""
@@ -303,8 +317,10 @@ class TableWrite:
             raise
         try:
             if self._registered_staging:
-                self.metastore.txns.forget_staging(StagingRecord(self.txn_id, self.table.database, self.table.name,
-                                                                 self.partition))
+                record = StagingRecord(self.txn_id, self.table.database, self.table.name, self.partition)
+                if self._sweep:
+                    _remove_staging_of(self.metastore, record)
+                self.metastore.txns.forget_staging(record)
         finally:
             _abort_quietly(self.metastore, self.txn_id)
 
@@ -377,7 +393,8 @@ def _remove_staging_of(metastore: Metastore, record: StagingRecord) -> list[str]
     removed = []
     for directory in _directories(where.fs, where.path, depth):
         for child in where.fs.list_dir(directory, missing_ok=True):
-            if child.is_dir and _left_by(child.name, record.txn_id, write_id):
+            if (child.is_dir and _left_by(child.name, record.txn_id, write_id)
+                    and not where.fs.exists(where.fs.join(child.path, METADATA_FILE))):  # a compactor's base
                 where.fs.delete_dir(ensure_inside(where.table_root, child.path, fs=where.fs))
                 removed.append(child.path)
     return removed
@@ -396,6 +413,8 @@ def _left_by(name: str, txn_id: int, write_id: int | None) -> bool:
         return False
     if parsed.visibility_txn_id:
         return parsed.visibility_txn_id == txn_id
+    if isinstance(parsed, ParsedBase):  # an INSERT OVERWRITE's base (a compactor's has a `_v` suffix)
+        return parsed.write_id == write_id
     return (isinstance(parsed, ParsedDelta) and parsed.min_write_id == parsed.max_write_id == write_id)
 
 
