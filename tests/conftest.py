@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -184,3 +185,23 @@ def s3_warehouse(s3_server, monkeypatch, request) -> str:
     bucket = s3_server.make_bucket(f"t{next(_bucket_numbers)}-{slug}"[:63].rstrip("-"))
     s3_server.reset_counts()
     return f"{bucket}/warehouse"
+
+
+@pytest.fixture(scope="session")
+def spark(s3_server) -> Iterator[SparkSession]:  # noqa: F821  (pyspark is imported lazily, only when a Spark test runs)
+    """One local Spark session for the whole run (Spark's testing guide), built as jobs build theirs; stopped at
+    the end (the Spark and the interop tests share it). Its Python workers inherit the JVM's environment, which is
+    this process's when the session starts: the S3 server's is put there first, so tests with the warehouse on S3
+    (`s3_warehouse`) can share the session."""
+    import os
+
+    from spark_jobs.session import build_session
+
+    os.environ.update(s3_server.environment)
+
+    session = build_session("acid-tests", master="local[2]")
+    yield session
+    session.stop()
+    # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, when pytest has already
+    # closed the captured stream it would write to ("--- Logging error ---" after the summary): keep it quiet.
+    logging.getLogger("py4j").setLevel(logging.WARNING)

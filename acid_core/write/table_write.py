@@ -135,7 +135,9 @@ class TableWrite:
         """The write transaction `txn_id` that `open` opened in another process (Spark pickles a data source's writer
         from the planner to the process that commits it): what was staged is told again with `staged`, what was
         written with `record`. Its `abort` also removes the staging directories nobody told it of (a failed task's):
-        every one named for the transaction in its partition, or in every partition of the table."""
+        every one named for the transaction in its partition, or in every partition of the table; and it leaves
+        the staging record for housekeeping (`remove_abandoned_staging`), which sweeps again once the transaction is
+        aborted, for what tasks still running when their job was given up on write after the abort."""
         write = cls(metastore, table, txn_id, write_id, partition=partition, agent_info=agent_info, staged=True)
         write._sweep = True
         return write
@@ -318,9 +320,10 @@ class TableWrite:
         try:
             if self._registered_staging:
                 record = StagingRecord(self.txn_id, self.table.database, self.table.name, self.partition)
-                if self._sweep:
-                    _remove_staging_of(self.metastore, record)
-                self.metastore.txns.forget_staging(record)
+                if self._sweep:  # the record stays: a task still running may write after this sweep, and
+                    _remove_staging_of(self.metastore, record)  # housekeeping sweeps again, then forgets it
+                else:
+                    self.metastore.txns.forget_staging(record)
         finally:
             _abort_quietly(self.metastore, self.txn_id)
 
