@@ -59,7 +59,7 @@ def before_insert_frame(write_, frame, statement_id: int):
     final = delta_dir_name(write_.write_id, write_.write_id, statement_id=statement_id)
     keys = [k.name for k in table.partition_keys]
     frame = per_row_with_bucket(frame, table).repartition(*([F.col(k) for k in keys] + [F.col(write.BUCKET)]))
-    return write_.run(frame, write_.task(statement_id, final, bucketed=True),
+    return write._run(write_, frame, write.file_task(write_, statement_id, final, bucketed=True),
                       lambda task, batches: write._write_inserts(task, batches, gather_rows=1))
 
 

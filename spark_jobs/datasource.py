@@ -1,8 +1,12 @@
-"""The `hiveacid` data source: ACID tables read through PySpark's own API (`pyspark.sql.datasource`).
+"""The `hiveacid` data source: ACID tables read and written through PySpark's own API (`pyspark.sql.datasource`).
 
     from spark_jobs.datasource import HiveAcidDataSource
     spark.dataSource.register(HiveAcidDataSource)        # sessions of `spark_jobs.session.build_session` have it
     df = spark.read.format("hiveacid").option("metastore", url).load("db.table")
+    df.write.format("hiveacid").option("metastore", url).mode("append").save("db.table")
+
+Writes (append, and overwrite as Hive's INSERT OVERWRITE) are `spark_jobs.datasource_write`'s; the rest of this
+docstring is about reads.
 
 The DataFrame holds the rows of one snapshot, merge-on-read (deletes and updates applied, aborted and open writes
 invisible), with the schema `spark_jobs.read.read_table` gives: [`row__id`,] the table's columns, the partition

@@ -32,12 +32,12 @@ What is written, as Hive writes it:
 Columns are matched by name (case-insensitive): the DataFrame must have every column and partition column of the table
 and no other; each of its types must be the table's, or one that converts without loss (a smaller integer, float into
 double, a decimal into a wider one, NULL). Options: `table` (or the path given to `save`) and `metastore`, as for a
-read (`spark_jobs.datasource`). At most 4,096 Spark tasks may write (Hive's bucket codec numbers writers in 12 bits):
-`coalesce` a DataFrame with more partitions.
+read (`spark_jobs.datasource`), and `heartbeatSeconds` (below). At most 4,096 Spark tasks may write (Hive's bucket
+codec numbers writers in 12 bits): `coalesce` a DataFrame with more partitions.
 
-The transaction is not heartbeated while Spark runs the tasks: a write that takes longer than hive.txn.timeout (300 s
-by default) is aborted by housekeeping and its commit fails, naming the transaction (`spark_jobs.write.insert`, whose
-driver is the caller's process, has the same limit).
+While Spark runs the tasks a keeper process (`acid_core.write.keeper`) heartbeats the transaction every
+`heartbeatSeconds` (30 by default; keep it well below hive.txn.timeout, 300 s by default), so that housekeeping does
+not abort a long write; it exits once the write ends, and aborts the write if the driver's JVM dies first.
 
 Cost: on the driver, the metastore round trips of one `TableWrite` and, for a bucketed table, one pass over the
 bytes of each bucket's parts but the first; per task, as `spark_jobs.write`'s insert tasks (a batch of rows and one
@@ -72,13 +72,15 @@ from acid_core.format.orc_events import join_event_files
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.locks import LockType
 from acid_core.metastore.txns import Operation
+from acid_core.write.keeper import driver_process, start_keeper
 from acid_core.write.table import AcidTable
 from acid_core.write.table_write import TableWrite
 from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target, lowered, parse_target
 from spark_jobs.types import spark_schema
 from spark_jobs.write import BUCKET, FileTask, WrittenFile, file_task, write_insert_files
 
-WRITE_OPTIONS = ("table", "metastore")
+WRITE_OPTIONS = ("table", "metastore", "heartbeatSeconds")
+HEARTBEAT_SECONDS = 30.0  # the keeper's interval: well inside hive.txn.timeout (300 s by default)
 AGENT_INFO = "spark hiveacid write"
 MAX_WRITE_TASKS = 4096  # BucketCodec V1 numbers writers in 12 bits
 ROW_ID_STRIDE = 1 << 36  # a bucketed table's task k numbers its rows of a bucket from k * ROW_ID_STRIDE
@@ -134,6 +136,20 @@ def frame_columns(table: TableInfo, schema: StructType) -> tuple[str, ...]:
                                      f"{source.dataType.simpleString()} in the DataFrame, "
                                      f"{field.dataType.simpleString()} in the table: cast it")
     return tuple(given[f.name.lower()] for f in wanted.fields)
+
+
+def _seconds(given: dict[str, str], option: str, default: float) -> float:
+    text = given.get(option.lower())
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86_400:
+        raise HiveAcidOptionError(f"{FORMAT_NAME}: option {option} must be a number of seconds above 0 and below a "
+                                  f"day, got {text!r}")
+    return value
 
 
 # --- tasks -------------------------------------------------------------------------------------------------------
@@ -214,13 +230,20 @@ class HiveAcidWriter(DataSourceArrowWriter):
             NoSuchObjectError, NotTransactionalError: no such full ACID table.
             LockTimeoutError: the lock was not granted in time.
         """
-        target = parse_target(lowered(options, WRITE_OPTIONS, "write"), "write")
+        given = lowered(options, WRITE_OPTIONS, "write")
+        target = parse_target(given, "write")
+        interval = _seconds(given, "heartbeatSeconds", HEARTBEAT_SECONDS)
         metastore = target.open_metastore()
         try:
             table = AcidTable.load(metastore, target.database, target.table)
             sources = frame_columns(table.info, schema)
             write = table.new_write(agent_info=AGENT_INFO,
                                     lock_type=LockType.EXCLUSIVE if overwrite else LockType.SHARED_WRITE)
+            try:
+                start_keeper(target.url(), write.txn_id, watch=driver_process(), interval_s=interval)
+            except BaseException:
+                write.abort()
+                raise
             final = base_dir_name(write.write_id) if overwrite else delta_dir_name(write.write_id, write.write_id,
                                                                                      statement_id=0)
             task = file_task(write, 0, final, bucketed=table.info.num_buckets > 0)

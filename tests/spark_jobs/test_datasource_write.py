@@ -9,6 +9,7 @@ layout matters (one file per bucket, every row in its Hive bucket, keys ascendin
 from __future__ import annotations
 
 import collections
+import threading
 import time
 
 import pyarrow.orc as orc
@@ -20,6 +21,7 @@ from support.read_tables import Table, expected_rows
 from acid_core.format.bucketing import bucket_function
 from acid_core.format.layout import parse_directory
 from acid_core.format.orc_events import EventFile
+from acid_core.metastore import Metastore
 from acid_core.storage.fs import FileSystem
 from acid_core.write.table_write import remove_abandoned_staging
 
@@ -180,6 +182,36 @@ def test_a_task_failing_leaves_the_table_and_its_directories_as_they_were(spark,
     assert read(spark, store, "sales") == sorted(before + [(2, "later", 2.0, "eu")])
 
 
+def test_a_write_longer_than_the_transaction_timeout_commits(spark, store):
+    """Housekeeping times transactions out after 2 s while the write's one task takes about 5 s: the keeper the
+    writer started heartbeats it meanwhile."""
+    Table(store, "plain")
+    housekeeping = Metastore(store.url, txn_timeout_ms=2000)
+    stop, aborted = threading.Event(), []
+
+    def time_out() -> None:
+        while not stop.wait(0.2):
+            aborted.extend(housekeeping.txns.perform_timeouts())
+
+    @F.udf(LongType())
+    def slowly(value):
+        time.sleep(0.06)
+        return value
+
+    rows = [(i, "slow", 1.0) for i in range(80)]
+    df = frame(spark, rows, schema="id bigint, name string, amount double").coalesce(1).withColumn("id", slowly("id"))
+    thread = threading.Thread(target=time_out, daemon=True)
+    thread.start()
+    try:
+        save(df, store, "plain", heartbeatSeconds="0.5")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        housekeeping.close()
+    assert aborted == []
+    assert read(spark, store, "plain") == sorted(rows)
+
+
 @pytest.mark.parametrize(("columns", "options", "table", "message"), [
     ("id bigint, name string", {}, "default.plain", r"lacks column\(s\) \['amount'\]"),
     ("id bigint, name string, amount double, extra int", {}, "default.plain", r"has no column\(s\) \['extra'\]"),
@@ -188,6 +220,8 @@ def test_a_task_failing_leaves_the_table_and_its_directories_as_they_were(spark,
      r"unknown option\(s\) \['rowid'\] for a write"),
     ("id bigint, name string, amount double", {}, "default.missing", "missing"),
     ("id bigint, name string, amount double", {}, "plain", "is not database.table"),
+    ("id bigint, name string, amount double", {"heartbeatSeconds": "0"}, "default.plain",
+     "option heartbeatSeconds must be a number of seconds above 0"),
 ])
 def test_bad_input_gets_a_clear_error_and_writes_nothing(spark, store, columns, options, table, message):
     Table(store, "plain").insert([(1, "kept", 1.0)])

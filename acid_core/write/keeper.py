@@ -1,0 +1,142 @@
+"""Keeping a write transaction alive from a process of its own, while the process that will end it lives.
+
+A Spark data source opens its write transaction in one short-lived process (Spark's planner, on the driver) and ends
+it in another after the tasks ran: no process of ours lives through the write to heartbeat it, and a write running
+longer than hive.txn.timeout would be aborted by housekeeping. `start_keeper` starts a detached process that
+heartbeats the transaction every `interval_s` seconds while the watched process (the Spark driver's JVM) lives:
+
+- when the transaction is no longer open (committed, or aborted: its heartbeat says so), the keeper exits;
+- when the watched process is gone (the driver died: nobody can commit the write any more), the keeper aborts the
+  transaction (its staging record stays, for housekeeping to remove what it wrote) and exits;
+- after `max_s` seconds (a day by default) it exits and leaves the transaction to time out;
+- while the metastore cannot be reached it keeps trying at each interval (the metastore's own retries apply).
+
+The keeper's orders, the metastore URL among them, travel on its standard input, never on its command line or in
+its environment (other users of the machine can read those).
+
+Cost: one heartbeat (one UPDATE) per interval and a check of the watched process per second, in one small Python
+process per open write; it exits at most `interval_s` seconds after the write ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import psutil
+
+from acid_core.errors import AcidError, NoSuchTxnError, TxnAbortedError, UsageError
+
+KEEPER_MAX_S = 86_400.0
+_START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class KeeperOrders:
+    """What one keeper does: heartbeat `txn_id` in the metastore at `url` while process `watch_pid` (started at
+    `watch_started`, psutil's create_time, so that a reused pid does not count) lives."""
+
+    url: str
+    txn_id: int
+    watch_pid: int
+    watch_started: float
+    interval_s: float
+    max_s: float = KEEPER_MAX_S
+
+
+def driver_process() -> psutil.Process:
+    """The process a keeper started from here should watch: the nearest ancestor that is a JVM (a Spark planner
+    worker descends from the driver's JVM, through pyspark's daemon), else this process's parent."""
+    me = psutil.Process()
+    for ancestor in me.parents():
+        try:
+            if ancestor.name() == "java":
+                return ancestor
+        except psutil.Error:
+            continue
+    parent = me.parent()
+    return parent if parent is not None else me
+
+
+def start_keeper(url: str, txn_id: int, *, watch: psutil.Process, interval_s: float,
+                 max_s: float = KEEPER_MAX_S) -> int:
+    """Start a keeper of transaction `txn_id` watching `watch`; returns its pid.
+
+    Raises:
+        UsageError: a bad interval.
+        AcidError: the keeper did not start.
+    """
+    if not interval_s > 0:
+        raise UsageError(f"transaction keeper: the heartbeat interval must be positive, got {interval_s}")
+    orders = KeeperOrders(url, txn_id, watch.pid, watch.create_time(), float(interval_s), float(max_s))
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
+    try:
+        started = subprocess.run([sys.executable, "-m", "acid_core.write.keeper"], input=json.dumps(asdict(orders)),
+                                 capture_output=True, text=True, timeout=_START_TIMEOUT_S, env=environment,
+                                 start_new_session=True, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise AcidError(f"transaction {txn_id}: the keeper that heartbeats it did not start: {exc}") from None
+    if started.returncode != 0 or not started.stdout.strip().isdigit():
+        last = (started.stderr.strip().splitlines() or ["no message"])[-1]
+        raise AcidError(f"transaction {txn_id}: the keeper that heartbeats it did not start: {last}")
+    return int(started.stdout.strip())
+
+
+def _alive(orders: KeeperOrders) -> bool:
+    try:
+        process = psutil.Process(orders.watch_pid)
+        return process.create_time() == orders.watch_started and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def keep(orders: KeeperOrders) -> str:
+    """Heartbeat as the module docstring says, in this process; returns why it stopped."""
+    from acid_core.metastore import Metastore
+
+    metastore = Metastore(orders.url, pool_size=1)
+    try:
+        deadline = time.monotonic() + orders.max_s
+        next_beat = time.monotonic()
+        while time.monotonic() < deadline:
+            if not _alive(orders):
+                try:
+                    metastore.txns.abort(orders.txn_id)
+                except AcidError:
+                    pass  # it ended meanwhile, or the metastore is away: it times out
+                return "the watched process is gone: transaction aborted"
+            if time.monotonic() >= next_beat:
+                try:
+                    metastore.txns.heartbeat(orders.txn_id)
+                except (NoSuchTxnError, TxnAbortedError):
+                    return "the transaction ended"
+                except AcidError:
+                    pass  # the metastore is away: try again at the next interval
+                next_beat = time.monotonic() + orders.interval_s
+            time.sleep(min(1.0, orders.interval_s))
+        return "its time is up"
+    finally:
+        metastore.close()
+
+
+def main() -> None:
+    """`python -m acid_core.write.keeper`, orders as JSON on standard input: forks, prints the keeper's pid and
+    exits at once (the keeper is nobody's child, so it leaves no zombie behind), the keeper keeps."""
+    orders = KeeperOrders(**json.loads(sys.stdin.read()))
+    pid = os.fork()
+    if pid:
+        print(pid, flush=True)
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for stream in (0, 1, 2):
+        os.dup2(devnull, stream)
+    keep(orders)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
