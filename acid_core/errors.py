@@ -192,3 +192,8 @@ class CompactionStateError(MetastoreError):
 
 class DuplicateKeyError(MetastoreError):
     """A row with the same unique key was written concurrently (the operation was rolled back)."""
+
+
+class StreamBatchError(MetastoreError):
+    """A streaming query's micro-batch cannot commit: its transaction is no longer the query's pending one (another
+    run of the same query took over) or a later batch committed already."""

@@ -67,6 +67,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     EqualNullSafe,
     EqualTo,
     Filter,
@@ -91,6 +92,7 @@ from acid_core.metastore.txns import Snapshot, full_table_name
 from acid_core.read.pruning import Comparison, Literal, Predicate, all_of
 from acid_core.read.read_plan import InsertSource, ReadPlan, source_bucket
 from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target, lowered, parse_target
+from spark_jobs.datasource_stream import HiveAcidStreamWriter
 from spark_jobs.datasource_write import HiveAcidWriter
 from spark_jobs.read import PartitionRead, UnitOutput, bucket_deletes, plan_table_read, table_schema
 
@@ -365,6 +367,11 @@ class HiveAcidDataSource(DataSource):
         """`df.write.format("hiveacid").mode("append" | "overwrite").save("db.table")`: one write transaction
         (`spark_jobs.datasource_write`), opened here."""
         return HiveAcidWriter.open(dict(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:  # noqa: N802
+        """`df.writeStream.format("hiveacid").option("checkpointLocation", path).start("db.table")`: each
+        micro-batch one transaction, exactly once (`spark_jobs.datasource_stream`)."""
+        return HiveAcidStreamWriter.open(dict(self.options), schema, overwrite)
 
 
 __all__ = ["FORMAT_NAME", "HiveAcidDataSource", "HiveAcidOptionError", "HiveAcidReader", "LoadedTable",

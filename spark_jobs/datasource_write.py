@@ -155,14 +155,15 @@ def _seconds(given: dict[str, str], option: str, default: float) -> float:
 # --- tasks -------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class WrittenFiles(WriterCommitMessage):
-    """What one task wrote."""
+    """What one task wrote, and for which write id."""
 
     task: int
+    write_id: int
     files: tuple[WrittenFile, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class _TaskPlan:
+class TaskPlan:
     """What every task needs (picklable): where and how to write, and how the DataFrame's fields map to the table."""
 
     task: FileTask
@@ -170,7 +171,7 @@ class _TaskPlan:
     table: TableInfo
 
 
-def _table_batch(plan: _TaskPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
+def _table_batch(plan: TaskPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
     """A batch of the DataFrame as the table's columns (converted to their types), its partition columns and, for a
     bucketed table, each row's bucket."""
     task, table = plan.task, plan.table
@@ -190,7 +191,7 @@ def _table_batch(plan: _TaskPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
     return rows.append_column(BUCKET, pa.array(numbers, pa.int64()))
 
 
-def _write_task(plan: _TaskPlan, batches: Iterator[pa.RecordBatch]) -> WrittenFiles:
+def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> WrittenFiles:
     from pyspark import TaskContext
 
     number = TaskContext.get().partitionId()
@@ -204,7 +205,7 @@ def _write_task(plan: _TaskPlan, batches: Iterator[pa.RecordBatch]) -> WrittenFi
                                    name_suffix=_PART_SUFFIX.format(number))
     else:
         files = write_insert_files(plan.task, rows, writer_id=number)
-    return WrittenFiles(number, tuple(files))
+    return WrittenFiles(number, plan.task.write_id, tuple(files))
 
 
 # --- the driver's side ---------------------------------------------------------------------------------------------
@@ -212,7 +213,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
     """One open write transaction, pickled from Spark's planner to its tasks and to the process ending it."""
 
     def __init__(self, target: Target, table: TableInfo, txn_id: int, write_id: int, overwrite: bool,
-                 plan: _TaskPlan) -> None:
+                 plan: TaskPlan) -> None:
         self.target = target
         self.table = table
         self.txn_id = txn_id
@@ -249,7 +250,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
             task = file_task(write, 0, final, bucketed=table.info.num_buckets > 0)
         finally:
             metastore.close()
-        return cls(target, write.table, write.txn_id, write.write_id, overwrite, _TaskPlan(task, sources, write.table))
+        return cls(target, write.table, write.txn_id, write.write_id, overwrite, TaskPlan(task, sources, write.table))
 
     @property
     def final(self) -> str:
@@ -258,7 +259,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
         """Spark task: write this task's rows (see the module docstring)."""
-        return _write_task(self.plan, iterator)
+        return write_task(self.plan, iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Publish what the tasks wrote and commit (on failure: abort, removing it all).
@@ -272,7 +273,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
         try:
             write = TableWrite.resume(metastore, self.table, self.txn_id, self.write_id, agent_info=AGENT_INFO)
             try:
-                self._stage(write, files)
+                stage_files(write, files, final=self.final, overwrite=self.overwrite)
             except BaseException:
                 write.abort()
                 raise
@@ -288,38 +289,40 @@ class HiveAcidWriter(DataSourceArrowWriter):
         finally:
             metastore.close()
 
-    def _stage(self, write: TableWrite, files: list[WrittenFile]) -> None:
-        """Tell `write` what the tasks staged (joining a bucketed table's parts into one file per bucket first) and
-        record the partitions written; an unpartitioned overwrite stages its base even if no task wrote a row."""
-        fs = write.location().fs
-        operation = Operation.UPDATE if self.overwrite else Operation.INSERT
-        staged: dict[str, str] = {}  # staging directory -> partition
-        if self.plan.task.bucketed:
-            parts: dict[tuple[str, str, int], list[str]] = defaultdict(list)
-            for f in files:
-                parts[(f.part, f.staging, f.bucket)].append(f.name)
-            for (part, staging, bucket), names in sorted(parts.items()):
-                paths = [fs.join(staging, name) for name in sorted(names)]  # task order: key order
-                destination = fs.join(staging, bucket_file_name(bucket))
-                if len(paths) == 1:
-                    fs.rename(paths[0], destination)
-                else:
-                    join_event_files(fs, paths, destination)
-                    for path in paths:
-                        if fs.exists(path):  # the first became the bucket's file in place on a local filesystem
-                            fs.delete_file(path)
-                staged[staging] = part
-        else:
-            staged.update((f.staging, f.part) for f in files)
-        if self.overwrite and not self.table.partition_keys and not staged:
-            where = write.location()
-            staging = fs.join(where.path, write.staging_name(self.final))
-            fs.make_dirs(staging)
-            staged[staging] = ""
-        for staging, part in sorted(staged.items()):
-            write.staged(staging, fs.join(staging.rsplit("/", 1)[0], self.final))
-            write.record(part or None, operation)
+
+def stage_files(write: TableWrite, files: Sequence[WrittenFile], *, final: str, overwrite: bool) -> None:
+    """Tell `write` what its tasks staged for `final` (joining a bucketed table's parts into one file per bucket
+    first) and record the partitions written; an unpartitioned overwrite stages its base even if no task wrote a
+    row."""
+    table = write.table
+    fs = write.location().fs
+    operation = Operation.UPDATE if overwrite else Operation.INSERT
+    staged: dict[str, str] = {}  # staging directory -> partition
+    if table.num_buckets > 0:
+        parts: dict[tuple[str, str, int], list[str]] = defaultdict(list)
+        for f in files:
+            parts[(f.part, f.staging, f.bucket)].append(f.name)
+        for (part, staging, bucket), names in sorted(parts.items()):
+            paths = [fs.join(staging, name) for name in sorted(names)]  # task order: key order
+            destination = fs.join(staging, bucket_file_name(bucket))
+            if len(paths) == 1:
+                fs.rename(paths[0], destination)
+            else:
+                join_event_files(fs, paths, destination)
+                for path in paths:
+                    if fs.exists(path):  # the first became the bucket's file in place on a local filesystem
+                        fs.delete_file(path)
+            staged[staging] = part
+    else:
+        staged.update((f.staging, f.part) for f in files)
+    if overwrite and not table.partition_keys and not staged:
+        staging = fs.join(write.location().path, write.staging_name(final))
+        fs.make_dirs(staging)
+        staged[staging] = ""
+    for staging, part in sorted(staged.items()):
+        write.staged(staging, fs.join(staging.rsplit("/", 1)[0], final))
+        write.record(part or None, operation)
 
 
 __all__ = ["AGENT_INFO", "MAX_WRITE_TASKS", "ROW_ID_STRIDE", "WRITE_OPTIONS", "HiveAcidOptionError", "HiveAcidWriteError",
-           "HiveAcidWriter", "WrittenFiles", "frame_columns"]
+           "HiveAcidWriter", "TaskPlan", "WrittenFiles", "frame_columns", "stage_files", "write_task"]

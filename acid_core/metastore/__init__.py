@@ -1,4 +1,5 @@
-"""The ACID metastore: transactions, write ids, locks, the compaction queue, reader leases and the table catalog.
+"""The ACID metastore: transactions, write ids, locks, the compaction queue, reader leases, streaming queries' batches
+and the table catalog.
 
 `Metastore` bundles them over one database (PostgreSQL in production, SQLite embedded). The schema lives in `sql/`.
 """
@@ -13,6 +14,7 @@ from acid_core.metastore.compactions import CompactionQueue
 from acid_core.metastore.engine import DEFAULT_OUTAGE_SECONDS, Clock, Database, Identity, default_url
 from acid_core.metastore.leases import ReaderLeases
 from acid_core.metastore.locks import LockManager
+from acid_core.metastore.streams import StreamCommits
 from acid_core.metastore.txns import DEFAULT_MAX_OPEN_BATCH, DEFAULT_TXN_TIMEOUT_MS, TxnStore
 
 
@@ -38,6 +40,7 @@ class Metastore:
         self.catalog = Catalog(self.db, warehouse or default_warehouse())
         self.compactions = CompactionQueue(self.db, self.catalog)
         self.leases = ReaderLeases(self.db, self.txns)
+        self.streams = StreamCommits(self.db)
 
     @property
     def url(self) -> str:

@@ -543,7 +543,7 @@ class Catalog:
         for table, prefix in ((s.txn_components, "TC"), (s.completed_txn_components, "CTC"),
                               (s.compaction_queue, "CQ"), (s.completed_compactions, "CC"),
                               (s.txn_to_write_id, "T2W"), (s.next_write_id, "NWI"), (s.write_set, "WS"),
-                              (s.reader_leases, "RL"), (s.txn_staging, "TS")):
+                              (s.reader_leases, "RL"), (s.txn_staging, "TS"), (s.stream_commits, "SC")):
             conn.execute(table.delete().where(table.c[f"{prefix}_DATABASE"] == database,
                                               table.c[f"{prefix}_TABLE"] == name))
         return info

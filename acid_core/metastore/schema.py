@@ -27,7 +27,7 @@ def _nn(name: str, type_, *args, **kwargs) -> Column:
     return Column(name, type_, *args, nullable=False, **kwargs)
 
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 TXN_OPEN, TXN_ABORTED, TXN_COMMITTED = "o", "a", "c"  # TXNS.TXN_STATE
 
 acid_schema_version = _table("ACID_SCHEMA_VERSION", _nn("VERSION", Integer), _nn("APPLIED_AT", BigInteger))
@@ -150,6 +150,11 @@ reader_leases = _table(
 
 min_history_write_id = _table("MIN_HISTORY_WRITE_ID", _nn("MH_TXNID", BigInteger), _nn("MH_DATABASE", String(128)),
                               _nn("MH_TABLE", String(256)), _nn("MH_WRITEID", BigInteger))
+
+stream_commits = _table("STREAM_COMMITS", _nn("SC_APP_ID", String(256)), _nn("SC_DATABASE", String(128)),
+                        _nn("SC_TABLE", String(256)), _nn("SC_BATCH_ID", BigInteger), Column("SC_TXN_ID", BigInteger),
+                        Column("SC_PENDING_TXN_ID", BigInteger), Column("SC_COMMIT_TIME", BigInteger),
+                        UniqueConstraint("SC_DATABASE", "SC_TABLE", "SC_APP_ID"))
 
 
 def same_partition(column, partition):

@@ -31,6 +31,7 @@ from acid_core.metastore import holds
 from acid_core.metastore import schema as s
 from acid_core.metastore.engine import NOT_DONE, Database
 from acid_core.metastore.schema import TXN_ABORTED, TXN_COMMITTED, TXN_OPEN
+from acid_core.metastore.streams import BatchMark, mark_batch
 
 __all__ = ["TXN_ABORTED", "TXN_COMMITTED", "TXN_OPEN", "Operation", "Snapshot", "StagingRecord", "TxnInfo", "TxnStore",
            "TxnType", "fold_completed_components", "full_table_name"]
@@ -241,30 +242,32 @@ class TxnStore:
         return row[0] or 0
 
     # --- commit / abort -------------------------------------------------------------------------------------------
-    def commit(self, txn_id: int, *, wrote: bool = False) -> None:
+    def commit(self, txn_id: int, *, wrote: bool = False, batch: BatchMark | None = None) -> None:
         """Commit: first committer wins for update/delete of the same partition. `wrote`: the caller knows the
         transaction recorded components (a write), so the one-statement path of a transaction that wrote nothing is
-        not tried first (it would find components and cost a round trip for nothing).
+        not tried first (it would find components and cost a round trip for nothing). `batch`: the streaming
+        micro-batch this transaction writes, marked committed in the same database transaction (`streams`).
 
         Raises:
             WriteConflictError: another update/delete on the same partition committed after this transaction began;
                 this transaction has been aborted.
             TxnAbortedError, NoSuchTxnError: the transaction is not open.
+            StreamBatchError: `batch` is not this transaction's to commit (nothing is committed).
         """
         def gone(result):  # a commit lost in flight took effect if the open transaction's row is gone
             return lambda conn: NOT_DONE if conn.execute(sa.select(s.txns.c.TXN_ID).where(
                 s.txns.c.TXN_ID == txn_id)).first() else result
 
-        if self.db.dialect == "postgresql" and not wrote and self.db.run(
+        if self.db.dialect == "postgresql" and not wrote and batch is None and self.db.run(
                 f"commit transaction {txn_id}", lambda conn: self.db.driver_rows(
                     conn, _COMMIT_WITHOUT_WRITES, {"txn": txn_id})[0][0], single_statement=True, done_check=gone(1)):
             return  # nothing written: one round trip
-        conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: self._commit(conn, txn_id),
+        conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: self._commit(conn, txn_id, batch),
                                done_check=gone(None))
         if conflict:
             raise WriteConflictError(f"transaction {txn_id} was aborted due to a write conflict: {conflict}")
 
-    def _commit(self, conn: Connection, txn_id: int) -> str | None:
+    def _commit(self, conn: Connection, txn_id: int, batch: BatchMark | None = None) -> str | None:
         txn_type = self.require_open(conn, txn_id, "commit")
         tc = s.txn_components.c
         operations = set(conn.execute(sa.select(tc.TC_OPERATION_TYPE).where(tc.TC_TXNID == txn_id).distinct())
@@ -307,6 +310,8 @@ class TxnStore:
                     sa.select(cq.CQ_DATABASE, cq.CQ_TABLE, cq.CQ_PARTITION, sa.literal(txn_id),
                               sa.literal(following - 1), sa.literal(Operation.UPDATE.value))
                     .where(cq.CQ_TXN_ID == txn_id)))
+        if batch is not None:
+            mark_batch(conn, batch, txn_id, now)
         conn.execute(s.hive_locks.delete().where(s.hive_locks.c.HL_TXNID == txn_id))
         conn.execute(s.txn_staging.delete().where(s.txn_staging.c.TS_TXNID == txn_id))
         conn.execute(s.min_history_write_id.delete().where(s.min_history_write_id.c.MH_TXNID == txn_id))

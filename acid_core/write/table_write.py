@@ -42,6 +42,7 @@ from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.locations import DataLocation, data_location
 from acid_core.metastore.locks import LOCK_TIMEOUT_MS, LockComponent, LockType
+from acid_core.metastore.streams import BatchMark
 from acid_core.metastore.txns import Operation, StagingRecord
 from acid_core.read.merge import read_snapshot
 from acid_core.storage.fs import FileSystem, ensure_inside
@@ -283,14 +284,15 @@ class TableWrite:
                              include_row_id=include_row_id, missing_ok=True, fs=where.fs)
 
     # --- ending -----------------------------------------------------------------------------------------------------
-    def commit(self) -> None:
+    def commit(self, *, batch: BatchMark | None = None) -> None:
         """Publish what is still staged, add new partitions to the catalog and commit (forgetting the staging record
-        in the same database transaction).
+        in the same database transaction; marking `batch`, the streaming micro-batch it writes, committed there too).
 
         Raises:
             WriteConflictError: an update/delete of the same partition committed first; this write is aborted and
                 what it staged or published removed.
             TxnAbortedError, NoSuchTxnError: the transaction timed out or was aborted meanwhile.
+            StreamBatchError: `batch` is not this transaction's to commit; this write is aborted.
         """
         try:
             self.publish()
@@ -299,7 +301,7 @@ class TableWrite:
                     self.metastore.catalog.add_partition(self.table.database, self.table.name,
                                                          parse_partition_dir_name(partition))
                     self._cataloged.add(partition)
-            self.metastore.txns.commit(self.txn_id, wrote=bool(self._recorded))
+            self.metastore.txns.commit(self.txn_id, wrote=bool(self._recorded), batch=batch)
         except BaseException:
             self.abort()
             raise
