@@ -223,10 +223,22 @@ def test_init_upgrades_a_version_2_metastore_in_place(store):
     txn_id = store.txns.open_txn()
     with store.db.engine.begin() as connection:  # what version 2 had: no MIN_HISTORY_WRITE_ID
         connection.exec_driver_sql('DROP TABLE "MIN_HISTORY_WRITE_ID"')
-        connection.execute(schema.acid_schema_version.delete().where(schema.acid_schema_version.c.VERSION == 3))
-    assert store.init() == 3
-    assert "MIN_HISTORY_WRITE_ID" in sa.inspect(store.db.engine).get_table_names()
+        connection.exec_driver_sql('DROP TABLE "STREAM_COMMITS"')
+        connection.execute(schema.acid_schema_version.delete().where(schema.acid_schema_version.c.VERSION >= 3))
+    assert store.init() == schema.SCHEMA_VERSION
+    assert {"MIN_HISTORY_WRITE_ID", "STREAM_COMMITS"} <= set(sa.inspect(store.db.engine).get_table_names())
     assert [t.txn_id for t in store.txns.show_transactions()] == [txn_id]
+
+
+def test_init_upgrades_a_version_3_metastore_in_place(store):
+    store.init()
+    txn_id = store.txns.open_txn()
+    with store.db.engine.begin() as connection:  # what version 3 had: no STREAM_COMMITS
+        connection.exec_driver_sql('DROP TABLE "STREAM_COMMITS"')
+        connection.execute(schema.acid_schema_version.delete().where(schema.acid_schema_version.c.VERSION == 4))
+    assert store.init() == 4
+    store.streams.begin_batch("query", "default", "t", txn_id)
+    assert store.streams.state("query", "default", "t").pending_txn_id == txn_id
 
 
 def _counter_rows(connection) -> dict[str, list]:
