@@ -91,12 +91,13 @@ from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.txns import Snapshot, full_table_name
 from acid_core.read.pruning import Comparison, Literal, Predicate, all_of
 from acid_core.read.read_plan import InsertSource, ReadPlan, source_bucket
+from spark_jobs.datasource_changes import HiveAcidChangeReader, HiveAcidChangeStream, change_schema, parse_write_id
 from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target, lowered, parse_target
 from spark_jobs.datasource_stream import HiveAcidStreamWriter
 from spark_jobs.datasource_write import HiveAcidWriter
 from spark_jobs.read import PartitionRead, UnitOutput, bucket_deletes, plan_table_read, table_schema
 
-OPTIONS = ("table", "metastore", "rowId", "validWriteIds", "partitionPruning")  # and `path`, which load() sets
+OPTIONS = ("table", "metastore", "rowId", "validWriteIds", "partitionPruning", "changesFrom", "changesTo")  # and `path`, which load() sets
 _COMPARISONS = {EqualTo: "=", EqualNullSafe: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
                 LessThanOrEqual: "<="}
 _log = logging.getLogger(__name__)
@@ -116,6 +117,8 @@ class ReadOptions:
     include_row_id: bool
     valid_write_ids: str | None
     partition_pruning: bool = False
+    changes_from: str | None = None
+    changes_to: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -123,8 +126,20 @@ class ReadOptions:
         given = lowered(options, OPTIONS, "read")
         target = parse_target(given, "read")
         database, table_name, metastore = target.database, target.table, target.metastore
+        changes_from, changes_to = given.get("changesfrom"), given.get("changesto")
+        if changes_to is not None and changes_from is None:
+            raise HiveAcidOptionError(f"{FORMAT_NAME}: option changesTo needs changesFrom (a change read)")
+        if changes_from is not None:
+            for option in ("rowId", "validWriteIds", "partitionPruning"):
+                if option.lower() in given:
+                    raise HiveAcidOptionError(f"{FORMAT_NAME}: option {option} does not apply to a change read "
+                                              "(changesFrom): its rows always carry row__id")
         return cls(database, table_name, metastore, _boolean(given, "rowId"), given.get("validwriteids"),
-                   _boolean(given, "partitionPruning"))
+                   _boolean(given, "partitionPruning"), changes_from, changes_to)
+
+    @property
+    def target(self) -> Target:
+        return Target(self.database, self.table, self.metastore)
 
     def url(self) -> str:
         """The metastore URL: the option, else the `acid` command's default (`default_url`), resolved here."""
@@ -345,8 +360,11 @@ class HiveAcidDataSource(DataSource):
         return loaded
 
     def schema(self) -> StructType:
-        """[`row__id`,] the table's columns, the partition columns, as `read_table` gives them."""
+        """[`row__id`,] the table's columns, the partition columns, as `read_table` gives them; a change read's
+        (`changesFrom`) is `spark_jobs.datasource_changes.change_schema`."""
         options, loaded = self._load()
+        if options.changes_from is not None:
+            return change_schema(loaded.info)
         return table_schema(loaded.info, include_row_id=options.include_row_id)
 
     def reader(self, schema: StructType) -> HiveAcidReader:
@@ -357,11 +375,32 @@ class HiveAcidDataSource(DataSource):
             HiveAcidOptionError: a schema given to `spark.read.schema` is not the table's.
         """
         options, loaded = self._load()
-        expected = table_schema(loaded.info, include_row_id=options.include_row_id)
+        expected = self.schema()
         if schema != expected:
             raise HiveAcidOptionError(f"{FORMAT_NAME}: the schema given ({schema.simpleString()}) is not the schema "
                                       f"of {loaded.info.full_name} ({expected.simpleString()}): drop .schema(...)")
+        if options.changes_from is not None:
+            name = full_table_name(loaded.info.database, loaded.info.name)
+            return HiveAcidChangeReader.open(options.target, loaded.info, loaded.snapshot.txns,
+                                             loaded.snapshot.write_ids[name],
+                                             {"changesfrom": options.changes_from, "changesto": options.changes_to},
+                                             schema)
         return (PruningHiveAcidReader if options.partition_pruning else HiveAcidReader)(options, loaded, schema)
+
+    def streamReader(self, schema: StructType) -> HiveAcidChangeStream:  # noqa: N802 (Spark's name)
+        """`spark.readStream.format("hiveacid").option("changesFrom", w | "latest").load("db.table")`: the table's
+        changes as a stream (`spark_jobs.datasource_changes`).
+
+        Raises:
+            HiveAcidOptionError: no `changesFrom`, or a bad one.
+        """
+        options, loaded = self._load()
+        if options.changes_from is None or options.changes_to is not None:
+            raise HiveAcidOptionError(f'{FORMAT_NAME}: a stream reads the changes of {loaded.info.full_name}: give '
+                                      'option("changesFrom", <write id> or "latest") and no changesTo')
+        start = parse_write_id("changesFrom", options.changes_from, latest=True)
+        assert start is not None
+        return HiveAcidChangeStream(options.target, loaded.info, start, self.schema())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         """`df.write.format("hiveacid").mode("append" | "overwrite").save("db.table")`: one write transaction

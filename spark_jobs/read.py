@@ -150,7 +150,7 @@ def _selected_partitions(metastore: Metastore, table: TableInfo, partition: Mapp
     return selected
 
 
-def _partition_values(table: TableInfo, spec: Mapping[str, str], schema: pa.Schema) -> tuple[pa.Scalar, ...]:
+def partition_values(table: TableInfo, spec: Mapping[str, str], schema: pa.Schema) -> tuple[pa.Scalar, ...]:
     values = []
     for key in table.partition_keys:
         arrow_type = schema.field(key.name).type
@@ -206,7 +206,7 @@ def plan_table_read(metastore: Metastore, database: str, table: str, *, partitio
                                      footers=footers)
         index = len(partitions)
         partitions.append(PartitionRead(where.path, where.fs, ReadPlan(None, (), plan.deletes), sort_merge,
-                                        _partition_values(info, spec, arrow_schema)))
+                                        partition_values(info, spec, arrow_schema)))
         for source, stripe in read_units(where.fs, plan, footers=footers):
             units.append((index, source, stripe))
             unit_bytes.append(_unit_bytes(source, stripe, footers))
@@ -223,20 +223,20 @@ def _unit_bytes(source: InsertSource, stripe: int | None, footers: Mapping[str, 
 
 
 # --- the tasks ---------------------------------------------------------------------------------------------------
-def _conform_array(array: pa.Array, target: pa.DataType) -> pa.Array:
+def conform_array(array: pa.Array, target: pa.DataType) -> pa.Array:
     """`array` as `target`: nested struct fields renamed by position (nulls for fields a file predates), the rest
     cast (timestamps to microseconds, cutting nanoseconds)."""
     if array.type == target:
         return array
     if pa.types.is_struct(target) and pa.types.is_struct(array.type):
         children = array.flatten()
-        fields = [_conform_array(children[i], target.field(i).type) if i < len(children)
+        fields = [conform_array(children[i], target.field(i).type) if i < len(children)
                   else pa.nulls(len(array), target.field(i).type) for i in range(target.num_fields)]
         return pa.StructArray.from_arrays(fields, fields=list(target), mask=array.is_null())
     if pa.types.is_list(target) and pa.types.is_list(array.type):
         offsets = array.offsets  # of this (maybe sliced) array, into the whole values array: rebase to the slice
         start = offsets[0].as_py()
-        values = _conform_array(array.values.slice(start, offsets[-1].as_py() - start), target.value_type)
+        values = conform_array(array.values.slice(start, offsets[-1].as_py() - start), target.value_type)
         return pa.ListArray.from_arrays(pc.subtract(offsets, pa.scalar(start, offsets.type)), values, type=target,
                                         mask=array.is_null() if array.null_count else None)
     try:
@@ -283,7 +283,7 @@ def _with_partition_values(table: pa.Table, partition: PartitionRead, schema: pa
     for position, field in enumerate(schema):
         if position < table.num_columns:
             column = table.column(position)
-            columns.append(pa.chunked_array([_conform_array(chunk, field.type) for chunk in column.chunks],
+            columns.append(pa.chunked_array([conform_array(chunk, field.type) for chunk in column.chunks],
                                             type=field.type))
         else:
             columns.append(pa.repeat(partition.values[position - table.num_columns], table.num_rows))
@@ -423,5 +423,5 @@ def leased_snapshot(metastore: Metastore, database: str, table: str, *,
         metastore.leases.release(lease.lease_id)
 
 
-__all__ = ["PartitionRead", "TableReadPlan", "UnitOutput", "bucket_deletes", "hive_type_to_spark", "leased_snapshot",
-           "plan_table_read", "read_table", "table_schema"]
+__all__ = ["PartitionRead", "TableReadPlan", "UnitOutput", "bucket_deletes", "conform_array", "hive_type_to_spark",
+           "leased_snapshot", "partition_values", "plan_table_read", "read_table", "table_schema"]

@@ -34,7 +34,7 @@ from acid_core.format.rowid import encode_bucket
 from acid_core.metastore import Metastore
 from acid_core.write.streaming import StreamingConnection
 from spark_jobs.read import (
-    _conform_array,
+    conform_array,
     hive_type_to_spark,
     leased_snapshot,
     plan_table_read,
@@ -265,13 +265,13 @@ def test_nested_columns_conform_by_position():
                    pa.struct([("_c0", pa.int32()), ("_c1", pa.list_(pa.struct([("p", pa.int32())])))]))
     target = pa.struct([("x", pa.int64()), ("y", pa.list_(pa.struct([("q", pa.int32()), ("r", pa.string())]))),
                         ("z", pa.string())])
-    assert _conform_array(old.slice(0), target).to_pylist() == [
+    assert conform_array(old.slice(0), target).to_pylist() == [
         {"x": 1, "y": [{"q": 5, "r": None}], "z": None}, None, {"x": None, "y": None, "z": None}]
-    assert _conform_array(old.slice(1), target).to_pylist()[1] == {"x": None, "y": None, "z": None}
+    assert conform_array(old.slice(1), target).to_pylist()[1] == {"x": None, "y": None, "z": None}
     nanos = pa.array([1_700_000_000_123_456_789], pa.timestamp("ns"))
-    assert _conform_array(nanos, pa.timestamp("us")).to_pylist() == [datetime.datetime(2023, 11, 14, 22, 13, 20, 123456)]
+    assert conform_array(nanos, pa.timestamp("us")).to_pylist() == [datetime.datetime(2023, 11, 14, 22, 13, 20, 123456)]
     with pytest.raises(SchemaMismatchError, match="cannot read a column of type string as int32"):
-        _conform_array(pa.array(["x"]), pa.int32())
+        conform_array(pa.array(["x"]), pa.int32())
 
 
 def test_snapshot_sources_are_checked(spark, store):
