@@ -172,8 +172,9 @@ class HiveAcidChangeReader(DataSourceReader):
             metastore.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, ChangePartition)
-        return read_changes(partition, self.table, self.arrow_schema)
+        """The changes of one file (nothing for the empty partition Spark reads when a plan has no files)."""
+        if isinstance(partition, ChangePartition):
+            yield from read_changes(partition, self.table, self.arrow_schema)
 
 
 class HiveAcidChangeStream(DataSourceStreamReader):
@@ -210,8 +211,9 @@ class HiveAcidChangeStream(DataSourceStreamReader):
             metastore.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, ChangePartition)
-        return read_changes(partition, self.table, self.arrow_schema)
+        """The changes of one file (nothing for the empty partition Spark reads when a plan has no files)."""
+        if isinstance(partition, ChangePartition):
+            yield from read_changes(partition, self.table, self.arrow_schema)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint."""
