@@ -35,7 +35,7 @@ double, a decimal into a wider one, NULL). Options: `table` (or the path given t
 read (`spark_jobs.datasource`), and `heartbeatSeconds` (below). At most 4,096 Spark tasks may write (Hive's bucket
 codec numbers writers in 12 bits): `coalesce` a DataFrame with more partitions.
 
-While Spark runs the tasks a keeper process (`acid_core.write.keeper`) heartbeats the transaction every
+While Spark runs the tasks a keeper process (`acid_deploy.keeper`) heartbeats the transaction every
 `heartbeatSeconds` (30 by default; keep it well below hive.txn.timeout, 300 s by default), so that housekeeping does
 not abort a long write; it exits once the write ends, and aborts the write if the driver's JVM dies first.
 
@@ -72,9 +72,9 @@ from acid_core.format.orc_events import join_event_files
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.locks import LockType
 from acid_core.metastore.txns import Operation
-from acid_core.write.keeper import driver_process, start_keeper
 from acid_core.write.table import AcidTable
 from acid_core.write.table_write import TableWrite
+from acid_deploy.keeper import driver_process, start_keeper
 from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target, lowered, parse_target
 from spark_jobs.types import spark_schema
 from spark_jobs.write import BUCKET, FileTask, WrittenFile, file_task, write_insert_files

@@ -75,7 +75,7 @@ def start_keeper(url: str, txn_id: int, *, watch: psutil.Process, interval_s: fl
     orders = KeeperOrders(url, txn_id, watch.pid, watch.create_time(), float(interval_s), float(max_s))
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
     try:
-        started = subprocess.run([sys.executable, "-m", "acid_core.write.keeper"], input=json.dumps(asdict(orders)),
+        started = subprocess.run([sys.executable, "-m", "acid_deploy.keeper"], input=json.dumps(asdict(orders)),
                                  capture_output=True, text=True, timeout=_START_TIMEOUT_S, env=environment,
                                  start_new_session=True, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -124,7 +124,7 @@ def keep(orders: KeeperOrders) -> str:
 
 
 def main() -> None:
-    """`python -m acid_core.write.keeper`, orders as JSON on standard input: forks, prints the keeper's pid and
+    """`python -m acid_deploy.keeper`, orders as JSON on standard input: forks, prints the keeper's pid and
     exits at once (the keeper is nobody's child, so it leaves no zombie behind), the keeper keeps."""
     orders = KeeperOrders(**json.loads(sys.stdin.read()))
     pid = os.fork()

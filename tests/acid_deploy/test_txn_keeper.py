@@ -1,4 +1,4 @@
-"""The transaction keeper (acid_core/write/keeper.py): a real detached process heartbeating a real metastore
+"""The transaction keeper (acid_deploy.keeper.py): a real detached process heartbeating a real metastore
 transaction while a watched process lives, against housekeeping's timeout on a real clock."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from acid_core.errors import TxnAbortedError, UsageError
 from acid_core.metastore import Metastore
-from acid_core.write.keeper import start_keeper
+from acid_deploy.keeper import start_keeper
 
 TIMEOUT_MS = 1500
 
