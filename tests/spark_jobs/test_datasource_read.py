@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import io
 
 import pytest
 from pyspark.errors import AnalysisException
 from support.open_watch import OpenWatch
 from support.read_tables import Table, expected_rows, spark_rows
+from support.sql_sessions import run
 
+from acid_cli.sql.session import Session
 from acid_core.format.layout import DEFAULT_PARTITION_NAME
 from acid_core.format.validity import LONG_MAX
 from spark_jobs.datasource import HiveAcidDataSource
@@ -178,6 +181,19 @@ def test_a_partition_filter_lists_and_opens_only_the_matching_partitions(spark, 
     with OpenWatch(sales.info.location) as watch:
         assert spark_rows(everywhere.where(condition)) == expected
         assert watch.touched(depth=2) == ALL_SALES
+
+
+def test_a_filtered_read_returns_what_acid_sql_select_returns(spark, store, sales):
+    session = Session(store, io.StringIO(), "jsonl")
+    session.engine()._spark = spark  # share the test session instead of building another
+    try:
+        selected = run(session, "SELECT id, name, amount, region, year FROM default.sales "
+                                "WHERE region = 'eu' AND year >= 2024")
+    finally:
+        session._engine._spark = None
+    df = hiveacid(spark, store, partitionPruning="true").load("default.sales").where("region = 'eu' AND year >= 2024")
+    assert selected
+    assert sorted(tuple(row) for row in df.collect()) == sorted(tuple(row.values()) for row in selected)
 
 
 def test_date_partitions_are_pruned_by_date_comparisons(spark, store):
