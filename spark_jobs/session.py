@@ -33,6 +33,7 @@ MASTER_ENV = "ACID_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
 REPOSITORY_ROOT = str(Path(__file__).resolve().parent.parent)
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+SQL_PYTHON_CONF = "spark.sql.execution.pyspark.python"  # the executors' Python of Arrow-based Python tasks
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -126,7 +127,7 @@ def build_session(app_name: str, *, master: str | None = None,
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("WARN")
         check_pyspark_versions(session)
-        session.dataSource.register(HiveAcidDataSource)
+        register_data_source(session)
         return session
     resolved = resolve_master(master)
     for name, value in local_driver_environment(resolved, os.environ).items():  # before the JVM starts
@@ -145,8 +146,29 @@ def build_session(app_name: str, *, master: str | None = None,
         session.sparkContext.pythonExec = shipped["spark.pyspark.python"]
     session.sparkContext.setLogLevel("WARN")
     check_pyspark_versions(session)
-    session.dataSource.register(HiveAcidDataSource)
+    register_data_source(session)
     return session
+
+
+def register_data_source(session: SparkSession) -> None:
+    """Register the `hiveacid` data source so that its planning runs on the driver's Python and its tasks on the
+    executors'. Spark runs a Python data source's planners (schema, partitions, the writer, commits) in Python workers
+    on the driver with the interpreter the source was registered with (pyspark's `pythonExec`), and its read and
+    write tasks with `spark.sql.execution.pyspark.python` when set: where the executors run a shipped environment
+    (`./acid_env/bin/python`, a path only they have), the source is registered with this interpreter and that setting
+    names theirs."""
+    context = session.sparkContext
+    executors = context.pythonExec
+    if not executors or os.path.isabs(executors) or executors == sys.executable:
+        session.dataSource.register(HiveAcidDataSource)
+        return
+    session.conf.set(SQL_PYTHON_CONF, executors)
+    context.pythonExec = sys.executable
+    try:
+        session.dataSource.register(HiveAcidDataSource)
+    finally:
+        context.pythonExec = executors
+
 
 
 def check_pyspark_versions(session: SparkSession) -> None:

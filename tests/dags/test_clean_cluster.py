@@ -1,9 +1,10 @@
 """A node with nothing but Spark and a plain Python runs every kind of job (issue 13): a Spark standalone master and a
 worker on loopback, the worker started in a clean environment (its own working directory, no PYTHONPATH, no
 PYSPARK_PYTHON, on PATH only a Python of the driver's version that cannot import acid_core or pyarrow), and on it a
-compaction through AcidCompactionOperator in a real `dag.test()`, a Spark read through spark_jobs and an `acid sql`
-UPDATE. The executors get the code zip and the packed environment of `acid_deploy.shipping`; this run's own
-interpreter, although named by PYSPARK_PYTHON in the drivers' environment, must not be what they run.
+compaction through AcidCompactionOperator in a real `dag.test()`, a Spark read through spark_jobs and through the
+`hiveacid` data source (with an append and its change feed), and an `acid sql` UPDATE. The executors get the code zip
+and the packed environment of `acid_deploy.shipping`; this run's own interpreter, although named by PYSPARK_PYTHON in
+the drivers' environment, must not be what they run.
 
 Where the executors' Python really ran is read from the worker's side: the worker's environment sets
 PYTHONPYCACHEPREFIX, so every module an executor's Python compiled leaves its bytecode under a mirror of its source
@@ -51,7 +52,18 @@ def where(_):
            "acid_core": acid_core.__file__, "pyarrow": pyarrow.__file__}
 
 [executor] = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
-print(json.dumps({"rows": rows, "executor": executor}))
+
+# the hiveacid data source: read, append, and the append's changes, its tasks on the cluster too
+def hiveacid():
+    return spark.read.format("hiveacid").option("metastore", sys.argv[2])
+
+through_source = sorted(tuple(row) for row in hiveacid().load("default.clean").collect())
+before = metastore.txns.snapshot(["default.clean"]).write_ids["default.clean"].high_watermark
+(spark.createDataFrame([(i, f"new-{i}") for i in range(200, 205)], "id int, name string").repartition(2)
+ .write.format("hiveacid").option("metastore", sys.argv[2]).mode("append").save("default.clean"))
+changes = sorted((row["_change_type"], row["id"])
+                 for row in hiveacid().option("changesFrom", before).load("default.clean").collect())
+print(json.dumps({"rows": rows, "source_rows": through_source, "changes": changes, "executor": executor}))
 metastore.close()
 spark.stop()
 '''
@@ -143,7 +155,10 @@ def test_compaction_read_and_update_on_a_node_with_only_spark_and_python(
     job.write_text(READ_JOB)
     read = json.loads(run_driver([sys.executable, str(job), cluster.master, acid_connection],
                                  drivers_environment(None, plain, build_dir), driver_cwd, cluster).splitlines()[-1])
-    assert [tuple(row) for row in read["rows"]] == expected
+    assert [tuple(row) for row in read["rows"]] == [tuple(row) for row in read["source_rows"]] == expected
+    assert [tuple(change) for change in read["changes"]] == [("insert", i) for i in range(200, 205)]
+    expected += [(i, f"new-{i}") for i in range(200, 205)]
+    assert rows(ms, info) == expected
     executor = read["executor"]
     assert Path(executor["prefix"]).name == "acid_env" and Path(executor["prefix"]).is_relative_to(cluster.work_dir)
     assert Path(executor["pyarrow"]).is_relative_to(executor["prefix"])
