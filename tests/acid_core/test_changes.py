@@ -103,6 +103,23 @@ def test_a_major_compaction_cleaned_away_names_the_oldest_readable_write_id(ms):
     assert changes(ms, table, 3, 4) == model.between(3, 4)
 
 
+def test_a_reader_lease_taken_before_the_compaction_keeps_the_changes_readable(ms):
+    table = Table(ms, "events")
+    model = Model(ms, table)
+    model.insert(2)
+    lease = ms.leases.acquire("default", "events", owner="change consumer at write id 1")
+    model.insert(2)
+    model.delete([0])
+    compaction = ms.compactions.enqueue("default", "events", None, CompactionType.MAJOR).compaction_id
+    CompactionWorker(ms).run(compaction)
+    clean(ms, log=quiet([]))
+    assert changes(ms, table, 1, 3) == model.between(1, 3)  # the cleaner waited for the lease
+    ms.leases.release(lease.lease_id)
+    clean(ms, log=quiet([]))
+    with pytest.raises(ChangesUnavailableError, match="oldest write id whose changes are readable here is 4"):
+        changes(ms, table, 1, 3)
+
+
 def test_an_insert_overwrite_in_the_range_is_refused(ms):
     table = Table(ms, "events")
     Model(ms, table).insert(2)
