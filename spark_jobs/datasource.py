@@ -97,7 +97,8 @@ from spark_jobs.datasource_stream import HiveAcidStreamWriter
 from spark_jobs.datasource_write import HiveAcidWriter
 from spark_jobs.read import PartitionRead, UnitOutput, bucket_deletes, plan_table_read, table_schema
 
-OPTIONS = ("table", "metastore", "rowId", "validWriteIds", "partitionPruning", "changesFrom", "changesTo")  # and `path`, which load() sets
+# and `path`, which load() sets
+OPTIONS = ("table", "metastore", "rowId", "validWriteIds", "partitionPruning", "changesFrom", "changesTo")
 _COMPARISONS = {EqualTo: "=", EqualNullSafe: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
                 LessThanOrEqual: "<="}
 _log = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ from acid_core.metastore.txns import full_table_name
 from acid_core.read.changes import CHANGE_TYPE, CHANGE_WRITE_ID, ChangeSource, change_batches, plan_changes
 from acid_core.storage.fs import FileSystem
 from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target
-from spark_jobs.read import conform_array, partition_values, table_schema
+from spark_jobs.read import partition_values, table_schema, with_partition_values
 from spark_jobs.types import ROW_ID_COLUMN, ROW_ID_TYPE
 
 LATEST = "latest"
@@ -124,15 +124,7 @@ def read_changes(partition: ChangePartition, table: TableInfo, schema: pa.Schema
     row_type = arrow_struct(table.columns)
     for changes in change_batches(fs, partition.source, after=partition.after, upto=partition.upto,
                                   write_ids=partition.write_ids, row_type=row_type):
-        columns = []
-        for position, field in enumerate(schema):
-            if position < changes.num_columns:
-                column = changes.column(position)
-                columns.append(pa.chunked_array([conform_array(chunk, field.type) for chunk in column.chunks],
-                                                type=field.type))
-            else:
-                columns.append(pa.repeat(partition.values[position - changes.num_columns], changes.num_rows))
-        yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
+        yield from with_partition_values(changes, partition.values, schema).to_batches()
 
 
 class HiveAcidChangeReader(DataSourceReader):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -274,11 +274,12 @@ class UnitOutput:
                 partition.fs, ReadPlan(None, (), bucket_deletes(partition, bucket)), self.write_ids,
                 column_names=self.column_names, include_row_id=self.include_row_id, sort_merge=partition.sort_merge)
         for table in reader.read_pieces((source, stripe)):
-            yield from _with_partition_values(table, partition, self.schema).to_batches()
+            yield from with_partition_values(table, partition.values, self.schema).to_batches()
 
 
-def _with_partition_values(table: pa.Table, partition: PartitionRead, schema: pa.Schema) -> pa.Table:
-    """A piece of a unit ([row__id,] the table's columns) conformed to `schema`, the partition's values appended."""
+def with_partition_values(table: pa.Table, values: Sequence[pa.Scalar], schema: pa.Schema) -> pa.Table:
+    """A piece of output (a unit's [row__id,] columns, or changes) conformed to `schema`, its partition's `values`
+    appended as the last columns."""
     columns = []
     for position, field in enumerate(schema):
         if position < table.num_columns:
@@ -286,7 +287,7 @@ def _with_partition_values(table: pa.Table, partition: PartitionRead, schema: pa
             columns.append(pa.chunked_array([conform_array(chunk, field.type) for chunk in column.chunks],
                                             type=field.type))
         else:
-            columns.append(pa.repeat(partition.values[position - table.num_columns], table.num_rows))
+            columns.append(pa.repeat(values[position - table.num_columns], table.num_rows))
     return pa.Table.from_arrays(columns, schema=schema)
 
 
@@ -424,4 +425,5 @@ def leased_snapshot(metastore: Metastore, database: str, table: str, *,
 
 
 __all__ = ["PartitionRead", "TableReadPlan", "UnitOutput", "bucket_deletes", "conform_array", "hive_type_to_spark",
-           "leased_snapshot", "partition_values", "plan_table_read", "read_table", "table_schema"]
+           "leased_snapshot", "partition_values", "plan_table_read", "read_table", "table_schema",
+           "with_partition_values"]
