@@ -9,7 +9,8 @@ Data: `--rows 2000000` rows (id bigint, name string, amount double) from `spark.
 way and round, on one SparkSession (local[2], as make run's spark_default). Each round inserts into a fresh table of its
 own; the rounds alternate the order of the two ways. Printed: each way's median insert time over `--rounds 3`, the
 ratio (goal >= 5x), the load average at the start and the end, and whether every bucket file holds the same rows with
-the same ROW__IDs under both ways (compared per bucket file, row ids and values).
+the same ROW__IDs under both ways (compared per bucket file, row ids and values); and the floor of any such insert:
+the same plan with identity Python functions and Spark's noop sink (`floor_plan`), timed in the same rounds.
 
 Run: `.venv/bin/python bench/bench_bucketing.py [--rows 2000000] [--buckets 32] [--rounds 3]` (a few minutes).
 """
@@ -46,6 +47,17 @@ def per_row_with_bucket(frame, table):
             yield batch.append_column(BUCKET, pa.array([place(row) for row in zip(*columns)], pa.int64()))
 
     return frame.mapInArrow(add, schema)
+
+
+def floor_plan(frame, slots: int):
+    """The insert's plan with nothing done in it: the rows through a Python worker, a shuffle into `slots` tasks by
+    a bucket number (here computed by Spark), through a Python worker again, into Spark's noop sink. No insert that
+    hashes or writes in Python workers can take less time than this."""
+    from pyspark.sql import functions as F
+
+    identity = frame.mapInArrow(lambda batches: batches, frame.schema)
+    shuffled = identity.repartition(slots, F.pmod(F.hash("id"), F.lit(32)))
+    return shuffled.mapInArrow(lambda batches: batches, frame.schema)
 
 
 def before_insert_frame(write_, frame, statement_id: int):
@@ -100,7 +112,7 @@ def main() -> None:
         spark = build_session("bench-bucketing", master="local[2]")
         frame = (spark.range(args.rows).select(F.col("id"), F.concat(F.lit("name-"), (F.col("id") % 997).cast("string"))
                                                .alias("name"), (F.col("id") / 8).alias("amount")))
-        times: dict[str, list[float]] = {"row by row": [], "vectorized": []}
+        times: dict[str, list[float]] = {"row by row": [], "vectorized": [], "floor": []}
         locations: dict[str, str] = {}
         try:
             for round_number in range(args.rounds + 1):  # round 0 warms the session up, untimed
@@ -117,6 +129,10 @@ def main() -> None:
                     if round_number:
                         times[way].append(time.perf_counter() - started)
                     locations[way] = store.catalog.get_table("default", name).location
+                started = time.perf_counter()
+                floor_plan(frame, spark.sparkContext.defaultParallelism).write.format("noop").mode("overwrite").save()
+                if round_number:
+                    times["floor"].append(time.perf_counter() - started)
         finally:
             write._insert_frame = today
             spark.stop()
@@ -127,6 +143,9 @@ def main() -> None:
           f"{args.rounds} rounds:")
     print(f"  before issue 25 (row by row): {slow:7.2f} s   {', '.join(f'{t:.2f}' for t in times['row by row'])}")
     print(f"  today (vectorized):           {fast:7.2f} s   {', '.join(f'{t:.2f}' for t in times['vectorized'])}")
+    floor = statistics.median(times["floor"])
+    print(f"  the plan's floor (identity functions, noop sink): {floor:7.2f} s, at most {slow / floor:.1f}x "
+          "for any insert hashing or writing in Python")
     print(f"  speed-up: {slow / fast:.1f}x (goal >= 5x); same bucket files, rows and ROW__IDs: {same}")
     print(f"  load average: {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end (2 cores)")
 
