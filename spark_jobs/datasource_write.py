@@ -305,7 +305,7 @@ def stage_files(write: TableWrite, files: Sequence[WrittenFile], *, final: str, 
         for (part, staging, bucket), names in sorted(parts.items()):
             paths = [fs.join(staging, name) for name in sorted(names)]  # task order: key order
             destination = fs.join(staging, bucket_file_name(bucket))
-            if len(paths) == 1:
+            if len(paths) == 1 and fs.renames_atomically:  # an object store would copy on the server: join
                 fs.rename(paths[0], destination)
             else:
                 join_event_files(fs, paths, destination)

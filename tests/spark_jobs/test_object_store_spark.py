@@ -74,3 +74,52 @@ def test_spark_writes_reads_and_compacts_on_s3_without_server_side_copies(spark,
     assert spark_rows(spark, store) == model
     counts = s3_server.counts()
     assert not counts.get("CopyObject") and not counts.get("UploadPartCopy"), counts
+
+
+def test_the_hiveacid_source_writes_on_s3_without_server_side_copies_and_a_failed_write_leaves_nothing(
+        spark, s3_store, s3_server):
+    """Append (several tasks), INSERT OVERWRITE of one partition, a bucketed append, and an overwrite whose task fails:
+    the bases and deltas are written under their final names, the failed write's base is removed (by its abort and
+    housekeeping), and the server saw no CopyObject."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType
+
+    from acid_core.write.table_write import remove_abandoned_staging
+
+    store = s3_store
+    store.catalog.create_table("default", "bucketed", COLUMNS[:2], params={"transactional": "true"},
+                               bucket_columns=["id"], num_buckets=4)
+    schema = "id int, name string, amount decimal(10,2), ds string"
+
+    def save(frame, table, mode):
+        frame.write.format("hiveacid").option("metastore", store.url).mode(mode).save(f"default.{table}")
+
+    def read(table):
+        frame = spark.read.format("hiveacid").option("metastore", store.url).load(f"default.{table}")
+        return sorted(tuple(row) for row in frame.collect())
+
+    rows = [(i, f"n{i}", D(i), "a" if i % 2 else "b") for i in range(20)]
+    save(spark.createDataFrame(rows, schema).repartition(3), "parts", "append")
+    over = [(100, "over", D(1), "a")]
+    save(spark.createDataFrame(over, schema), "parts", "overwrite")
+    expected = sorted([r for r in rows if r[3] == "b"] + over)
+    assert read("parts") == expected
+    save(spark.createDataFrame([(i, f"b{i}") for i in range(30)], "id int, name string").repartition(2), "bucketed",
+         "append")
+    assert read("bucketed") == sorted((i, f"b{i}") for i in range(30))
+
+    @F.udf(IntegerType())
+    def failing(value):
+        if value == 3:
+            raise ValueError("task failure on purpose")
+        return value
+
+    doomed = spark.createDataFrame([(i, "doomed", D(0), "a") for i in range(6)], schema).withColumn("id", failing("id"))
+    with pytest.raises(Exception, match="task failure on purpose"):
+        save(doomed.repartition(2), "parts", "overwrite")
+    remove_abandoned_staging(store)
+    location = store.catalog.get_table("default", "parts").location
+    assert [name for name in listing(f"{location}/ds=a") if name.startswith("base_")] == ["base_0000002"]
+    assert read("parts") == expected
+    counts = s3_server.counts()
+    assert not counts.get("CopyObject") and not counts.get("UploadPartCopy"), counts
