@@ -42,7 +42,7 @@ from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.txns import full_table_name
 from acid_core.read.changes import CHANGE_TYPE, CHANGE_WRITE_ID, ChangeSource, change_batches, plan_changes
 from acid_core.storage.fs import FileSystem
-from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target
+from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target, number_option
 from spark_jobs.read import partition_values, table_schema, with_partition_values
 from spark_jobs.types import ROW_ID_COLUMN, ROW_ID_TYPE
 
@@ -71,15 +71,9 @@ def parse_write_id(option: str, text: str | None, *, latest: bool = False) -> in
         return None
     if latest and text.strip().lower() == LATEST:
         return -1
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        allowed = " or latest" if latest else ""
-        raise HiveAcidOptionError(f"{FORMAT_NAME}: option {option} must be a write id (a whole number >= 0){allowed}, "
-                                  f"got {text!r}")
-    return value
+    allowed = " or latest" if latest else ""
+    return int(number_option(option, text, int, lambda value: value >= 0,
+                             f"a write id (a whole number >= 0){allowed}"))
 
 
 @dataclass(frozen=True, slots=True)

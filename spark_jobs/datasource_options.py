@@ -7,7 +7,7 @@ Option names are case-insensitive. A metastore URL is never shown with its passw
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from acid_core.errors import InvalidSettingError, MetastoreError
@@ -81,4 +81,20 @@ def parse_target(given: Mapping[str, str], action: str) -> Target:
     return Target(database, table_name, metastore)
 
 
-__all__ = ["FORMAT_NAME", "HiveAcidOptionError", "Target", "lowered", "parse_target"]
+def number_option(option: str, text: str, convert: Callable[[str], float], valid: Callable[[float], bool],
+                  expected: str) -> float:
+    """A numeric option's value (`convert` of its text), refused unless `valid`.
+
+    Raises:
+        HiveAcidOptionError: naming the option, what it must be (`expected`) and the text given.
+    """
+    try:
+        value = convert(text)
+    except ValueError:
+        value = None
+    if value is None or not valid(value):
+        raise HiveAcidOptionError(f"{FORMAT_NAME}: option {option} must be {expected}, got {text!r}")
+    return value
+
+
+__all__ = ["FORMAT_NAME", "HiveAcidOptionError", "Target", "lowered", "number_option", "parse_target"]

@@ -75,7 +75,14 @@ from acid_core.metastore.txns import Operation
 from acid_core.write.table import AcidTable
 from acid_core.write.table_write import TableWrite
 from acid_deploy.keeper import driver_process, start_keeper
-from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target, lowered, parse_target
+from spark_jobs.datasource_options import (
+    FORMAT_NAME,
+    HiveAcidOptionError,
+    Target,
+    lowered,
+    number_option,
+    parse_target,
+)
 from spark_jobs.types import spark_schema
 from spark_jobs.write import BUCKET, FileTask, WrittenFile, file_task, write_insert_files
 
@@ -142,14 +149,8 @@ def _seconds(given: dict[str, str], option: str, default: float) -> float:
     text = given.get(option.lower())
     if text is None:
         return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 86_400:
-        raise HiveAcidOptionError(f"{FORMAT_NAME}: option {option} must be a number of seconds above 0 and below a "
-                                  f"day, got {text!r}")
-    return value
+    return number_option(option, text, float, lambda value: 0 < value < 86_400,
+                         "a number of seconds above 0 and below a day")
 
 
 # --- tasks -------------------------------------------------------------------------------------------------------
