@@ -11,6 +11,11 @@ heartbeats the transaction every `interval_s` seconds while the watched process 
 - after `max_s` seconds (a day by default) it exits and leaves the transaction to time out;
 - while the metastore cannot be reached it keeps trying at each interval (the metastore's own retries apply).
 
+A streaming query's micro-batches each open a transaction; one keeper per query and table on the driver's machine
+(`ensure_stream_keeper`, its pid kept in a file of the temporary directory) heartbeats whichever is pending
+(STREAM_COMMITS), aborts it if the driver dies, and exits after `idle_s` (10 minutes) without one; the next
+micro-batch then starts another.
+
 The keeper's orders, the metastore URL among them, travel on its standard input, never on its command line or in
 its environment (other users of the machine can read those).
 
@@ -20,10 +25,12 @@ process per open write; it exits at most `interval_s` seconds after the write en
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 
@@ -32,6 +39,7 @@ import psutil
 from acid_core.errors import AcidError, NoSuchTxnError, TxnAbortedError, UsageError
 
 KEEPER_MAX_S = 86_400.0
+STREAM_IDLE_S = 600.0  # a stream's keeper exits after this long without a pending micro-batch
 _START_TIMEOUT_S = 30.0
 
 
@@ -46,6 +54,8 @@ class KeeperOrders:
     watch_started: float
     interval_s: float
     max_s: float = KEEPER_MAX_S
+    stream: tuple[str, str, str] | None = None  # (query id, database, table): heartbeat its pending transactions
+    idle_s: float = STREAM_IDLE_S
 
 
 def driver_process() -> psutil.Process:
@@ -63,8 +73,10 @@ def driver_process() -> psutil.Process:
 
 
 def start_keeper(url: str, txn_id: int, *, watch: psutil.Process, interval_s: float,
-                 max_s: float = KEEPER_MAX_S) -> int:
-    """Start a keeper of transaction `txn_id` watching `watch`; returns its pid.
+                 max_s: float = KEEPER_MAX_S, stream: tuple[str, str, str] | None = None,
+                 idle_s: float = STREAM_IDLE_S) -> int:
+    """Start a keeper of transaction `txn_id` (or of each pending micro-batch of `stream`) watching `watch`;
+    returns its pid.
 
     Raises:
         UsageError: a bad interval.
@@ -72,7 +84,8 @@ def start_keeper(url: str, txn_id: int, *, watch: psutil.Process, interval_s: fl
     """
     if not interval_s > 0:
         raise UsageError(f"transaction keeper: the heartbeat interval must be positive, got {interval_s}")
-    orders = KeeperOrders(url, txn_id, watch.pid, watch.create_time(), float(interval_s), float(max_s))
+    orders = KeeperOrders(url, txn_id, watch.pid, watch.create_time(), float(interval_s), float(max_s), stream,
+                          float(idle_s))
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
     try:
         started = subprocess.run([sys.executable, "-m", "acid_deploy.keeper"], input=json.dumps(asdict(orders)),
@@ -84,6 +97,31 @@ def start_keeper(url: str, txn_id: int, *, watch: psutil.Process, interval_s: fl
         last = (started.stderr.strip().splitlines() or ["no message"])[-1]
         raise AcidError(f"transaction {txn_id}: the keeper that heartbeats it did not start: {last}")
     return int(started.stdout.strip())
+
+
+def ensure_stream_keeper(url: str, stream: tuple[str, str, str], *, watch: psutil.Process,
+                         interval_s: float) -> int:
+    """The keeper of a streaming query's micro-batches on this machine, started unless one lives (its pid is kept
+    in a file of the temporary directory named for the query and table); returns its pid."""
+    name = hashlib.sha256("\x00".join(stream).encode()).hexdigest()[:24]
+    record = os.path.join(tempfile.gettempdir(), f"hiveacid-stream-keeper-{name}.json")
+    try:
+        with open(record, encoding="utf-8") as handle:
+            known = json.load(handle)
+        if psutil.Process(known["pid"]).create_time() == known["started"]:
+            return int(known["pid"])
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        pass  # none yet, or it exited
+    pid = start_keeper(url, 0, watch=watch, interval_s=interval_s, stream=stream)
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.Error:
+        return pid  # it exited at once: the next micro-batch starts another
+    temporary = f"{record}.{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump({"pid": pid, "started": started}, handle)
+    os.replace(temporary, record)
+    return pid
 
 
 def _alive(orders: KeeperOrders) -> bool:
@@ -100,6 +138,8 @@ def keep(orders: KeeperOrders) -> str:
 
     metastore = Metastore(orders.url, pool_size=1)
     try:
+        if orders.stream is not None:
+            return _keep_stream(orders, metastore)
         deadline = time.monotonic() + orders.max_s
         next_beat = time.monotonic()
         while time.monotonic() < deadline:
@@ -123,10 +163,46 @@ def keep(orders: KeeperOrders) -> str:
         metastore.close()
 
 
+def _keep_stream(orders: KeeperOrders, metastore) -> str:
+    """Heartbeat the query's pending micro-batch transaction at each interval while the watched process lives;
+    abort it when that process is gone (the batch cannot commit any more); stop after `idle_s` without one."""
+    assert orders.stream is not None
+    app_id, database, table = orders.stream
+    deadline = time.monotonic() + orders.max_s
+    seen = next_beat = time.monotonic()
+    pending: int | None = None
+    while time.monotonic() < deadline:
+        if not _alive(orders):
+            if pending is not None:
+                try:
+                    metastore.txns.abort(pending)
+                except AcidError:
+                    pass  # it ended meanwhile, or the metastore is away: it times out
+            return "the watched process is gone"
+        if time.monotonic() >= next_beat:
+            try:
+                pending = metastore.streams.state(app_id, database, table).pending_txn_id
+                if pending is not None:
+                    seen = time.monotonic()
+                    metastore.txns.heartbeat(pending)
+            except (NoSuchTxnError, TxnAbortedError):
+                pending = None  # it ended between the two calls
+            except AcidError:
+                pass  # the metastore is away: try again at the next interval
+            if pending is None and time.monotonic() - seen > orders.idle_s:
+                return "no micro-batch for a while"
+            next_beat = time.monotonic() + orders.interval_s
+        time.sleep(min(1.0, orders.interval_s))
+    return "its time is up"
+
+
 def main() -> None:
     """`python -m acid_deploy.keeper`, orders as JSON on standard input: forks, prints the keeper's pid and
     exits at once (the keeper is nobody's child, so it leaves no zombie behind), the keeper keeps."""
-    orders = KeeperOrders(**json.loads(sys.stdin.read()))
+    given = json.loads(sys.stdin.read())
+    if given.get("stream") is not None:
+        given["stream"] = tuple(given["stream"])
+    orders = KeeperOrders(**given)
     pid = os.fork()
     if pid:
         print(pid, flush=True)

@@ -18,10 +18,12 @@ replays after a crash is therefore written at most once:
   its files removed; otherwise the files are published and the transaction commits with the batch's mark. `abort`
   aborts the pending transaction.
 
-Only the append output mode is taken (`complete` would replace the table at every batch). The transaction lives for
-one micro-batch and is not heartbeated: a micro-batch must finish within hive.txn.timeout (300 s by default), else
-its commit fails and the query stops (restarted, it writes the batch again). Options: `table` (or the path given to
-`start`), `metastore` and `checkpointLocation` (required, as an option of the query).
+Only the append output mode is taken (`complete` would replace the table at every batch). While a micro-batch's
+tasks run, the query's keeper process (`acid_deploy.keeper.ensure_stream_keeper`, one per query on the driver's
+machine) heartbeats its transaction every `heartbeatSeconds` (30 by default), so a long micro-batch is not timed out
+by housekeeping; it aborts the pending transaction if the driver dies, and exits after ten minutes without a
+micro-batch. Options: `table` (or the path given to `start`), `metastore`, `checkpointLocation` (required, as an
+option of the query) and `heartbeatSeconds`.
 
 Cost per micro-batch: the metastore round trips of one write plus reading and moving the query's row (two), one read
 of the checkpoint's metadata file when the sink is planned; tasks as a batch append's.
@@ -47,18 +49,21 @@ from acid_core.metastore.streams import BatchMark
 from acid_core.storage.fs import FileSystem
 from acid_core.write.table import AcidTable
 from acid_core.write.table_write import TableWrite
+from acid_deploy.keeper import driver_process, ensure_stream_keeper
 from spark_jobs.datasource_options import FORMAT_NAME, HiveAcidOptionError, Target, lowered, parse_target
 from spark_jobs.datasource_write import (
+    HEARTBEAT_SECONDS,
     HiveAcidWriteError,
     TaskPlan,
     WrittenFiles,
     frame_columns,
+    seconds_option,
     stage_files,
     write_task,
 )
 from spark_jobs.write import file_task
 
-STREAM_OPTIONS = ("table", "metastore", "checkpointLocation")
+STREAM_OPTIONS = ("table", "metastore", "checkpointLocation", "heartbeatSeconds")
 _log = logging.getLogger(__name__)
 
 
@@ -90,11 +95,13 @@ class OpenBatch:
 class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
     """One query's sink; made by Spark for each micro-batch, in the planner and again in the committing process."""
 
-    def __init__(self, target: Target, table: TableInfo, sources: tuple[str, ...], app_id: str) -> None:
+    def __init__(self, target: Target, table: TableInfo, sources: tuple[str, ...], app_id: str,
+                 heartbeat_s: float = HEARTBEAT_SECONDS) -> None:
         self.target = target
         self.table = table
         self.sources = sources
         self.app_id = app_id
+        self.heartbeat_s = heartbeat_s
         self.batch: OpenBatch | None = None  # opened when pickled to the tasks (module docstring)
 
     @classmethod
@@ -121,7 +128,8 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
             table = AcidTable.load(metastore, target.database, target.table).info
         finally:
             metastore.close()
-        return cls(target, table, frame_columns(table, schema), app_id)
+        return cls(target, table, frame_columns(table, schema), app_id,
+                   seconds_option(given, "heartbeatSeconds", HEARTBEAT_SECONDS))
 
     @property
     def agent_info(self) -> str:
@@ -130,7 +138,7 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
     def __getstate__(self) -> dict:
         if self.batch is None:
             self.batch = self._begin()
-        return {name: getattr(self, name) for name in ("target", "table", "sources", "app_id", "batch")}
+        return {name: getattr(self, name) for name in ("target", "table", "sources", "app_id", "heartbeat_s", "batch")}
 
     def __setstate__(self, state: dict) -> None:
         for name, value in state.items():
@@ -147,6 +155,8 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
                 final = delta_dir_name(write.write_id, write.write_id, statement_id=0)
                 plan = TaskPlan(file_task(write, 0, final, bucketed=self.table.num_buckets > 0), self.sources,
                                 write.table)
+                ensure_stream_keeper(self.target.url(), (self.app_id, self.table.database, self.table.name),
+                                     watch=driver_process(), interval_s=self.heartbeat_s)
             except BaseException:
                 write.abort()
                 raise

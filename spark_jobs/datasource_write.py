@@ -145,7 +145,8 @@ def frame_columns(table: TableInfo, schema: StructType) -> tuple[str, ...]:
     return tuple(given[f.name.lower()] for f in wanted.fields)
 
 
-def _seconds(given: dict[str, str], option: str, default: float) -> float:
+def seconds_option(given: dict[str, str], option: str, default: float) -> float:
+    """A heartbeat interval option (lowered `given`), or `default`."""
     text = given.get(option.lower())
     if text is None:
         return default
@@ -234,7 +235,7 @@ class HiveAcidWriter(DataSourceArrowWriter):
         """
         given = lowered(options, WRITE_OPTIONS, "write")
         target = parse_target(given, "write")
-        interval = _seconds(given, "heartbeatSeconds", HEARTBEAT_SECONDS)
+        interval = seconds_option(given, "heartbeatSeconds", HEARTBEAT_SECONDS)
         metastore = target.open_metastore()
         try:
             table = AcidTable.load(metastore, target.database, target.table)
@@ -325,5 +326,6 @@ def stage_files(write: TableWrite, files: Sequence[WrittenFile], *, final: str, 
         write.record(part or None, operation)
 
 
-__all__ = ["AGENT_INFO", "MAX_WRITE_TASKS", "ROW_ID_STRIDE", "WRITE_OPTIONS", "HiveAcidOptionError", "HiveAcidWriteError",
-           "HiveAcidWriter", "TaskPlan", "WrittenFiles", "frame_columns", "stage_files", "write_task"]
+__all__ = ["AGENT_INFO", "HEARTBEAT_SECONDS", "MAX_WRITE_TASKS", "ROW_ID_STRIDE", "WRITE_OPTIONS", "HiveAcidOptionError",
+           "HiveAcidWriteError", "HiveAcidWriter", "TaskPlan", "WrittenFiles", "frame_columns", "seconds_option",
+           "stage_files", "write_task"]

@@ -12,7 +12,8 @@ import pytest
 
 from acid_core.errors import TxnAbortedError, UsageError
 from acid_core.metastore import Metastore
-from acid_deploy.keeper import start_keeper
+from acid_core.metastore.streams import BatchMark
+from acid_deploy.keeper import ensure_stream_keeper, start_keeper
 
 TIMEOUT_MS = 1500
 
@@ -79,3 +80,26 @@ def test_the_keeper_aborts_the_transaction_when_the_watched_process_dies(metasto
 def test_a_bad_interval_is_refused(metastore):
     with pytest.raises(UsageError, match="heartbeat interval must be positive, got 0"):
         start_keeper(metastore.url, 1, watch=psutil.Process(), interval_s=0)
+
+
+def test_a_streams_keeper_heartbeats_each_pending_batch_and_exits_when_idle(metastore):
+    stream = ("query", "default", "t")
+    keeper = start_keeper(metastore.url, 0, watch=psutil.Process(), interval_s=0.3, stream=stream, idle_s=2)
+    for batch in range(2):  # two micro-batches, each longer than the timeout
+        txn_id = metastore.txns.open_txn()
+        metastore.streams.begin_batch(*stream, txn_id)
+        deadline = time.monotonic() + 2 * TIMEOUT_MS / 1000
+        while time.monotonic() < deadline:
+            assert metastore.txns.perform_timeouts() == []
+            time.sleep(0.2)
+        metastore.txns.commit(txn_id, batch=BatchMark(*stream, batch))
+    assert not gone(keeper)
+    assert wait_for(lambda: gone(keeper))  # two seconds without a pending batch
+
+
+def test_one_keeper_per_stream_on_a_machine(metastore):
+    stream = ("query-of-one-keeper", "default", "t")
+    first = ensure_stream_keeper(metastore.url, stream, watch=psutil.Process(), interval_s=0.3)
+    assert ensure_stream_keeper(metastore.url, stream, watch=psutil.Process(), interval_s=0.3) == first
+    assert ensure_stream_keeper(metastore.url, ("other", "default", "t"), watch=psutil.Process(),
+                                interval_s=0.3) != first

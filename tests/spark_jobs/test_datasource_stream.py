@@ -16,15 +16,19 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
 from support.compaction_support import ROOT, compact_environment
 from support.processes import kill_session
 from support.read_tables import Table, expected_rows
 
 from acid_core.format.layout import parse_write_staging_name
+from acid_core.metastore import Metastore
 from acid_core.write.table_write import remove_abandoned_staging
 
 pytestmark = pytest.mark.spark
@@ -93,6 +97,40 @@ def test_each_micro_batch_is_one_transaction_and_a_replayed_batch_is_skipped(spa
     assert store.streams.state(app, "default", "events").last_batch == 4
     remove_abandoned_staging(store)
     assert staging_left(table.info.location) == []
+
+
+def test_a_micro_batch_longer_than_the_transaction_timeout_commits(spark, store, tmp_path):
+    """Housekeeping times transactions out after 2 s while one micro-batch takes about 4 s: the query's keeper
+    heartbeats the batch's transaction meanwhile."""
+    Table(store, "events")
+    source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
+    rows = write_inputs(source, files=1, rows=40)
+    housekeeping = Metastore(store.url, txn_timeout_ms=2000)
+    stop, aborted = threading.Event(), []
+
+    def time_out() -> None:
+        while not stop.wait(0.2):
+            aborted.extend(housekeeping.txns.perform_timeouts())
+
+    @F.udf(LongType())
+    def slowly(value):
+        time.sleep(0.1)
+        return value
+
+    thread = threading.Thread(target=time_out, daemon=True)
+    thread.start()
+    try:
+        query = (spark.readStream.schema(SCHEMA).json(str(source)).coalesce(1).withColumn("id", slowly("id"))
+                 .writeStream.format("hiveacid").option("metastore", store.url).option("heartbeatSeconds", "0.5")
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start("default.events"))
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        housekeeping.close()
+    assert aborted == []
+    assert stored(store, "events") == sorted(rows)
 
 
 def test_a_partitioned_and_bucketed_table_takes_a_stream(spark, store, tmp_path):
