@@ -42,7 +42,6 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from pyspark.sql.types import StructType
 
 from acid_core.errors import AcidError
-from acid_core.format.layout import delta_dir_name
 from acid_core.metastore import Metastore
 from acid_core.metastore.catalog import TableInfo
 from acid_core.metastore.streams import BatchMark
@@ -56,6 +55,7 @@ from spark_jobs.datasource_write import (
     HiveAcidWriteError,
     TaskPlan,
     WrittenFiles,
+    final_name,
     frame_columns,
     seconds_option,
     stage_files,
@@ -152,7 +152,7 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
             try:
                 stale = metastore.streams.begin_batch(self.app_id, self.table.database, self.table.name,
                                                       write.txn_id)
-                final = delta_dir_name(write.write_id, write.write_id, statement_id=0)
+                final = final_name(write.write_id, False)
                 plan = TaskPlan(file_task(write, 0, final, bucketed=self.table.num_buckets > 0), self.sources,
                                 write.table)
                 ensure_stream_keeper(self.target.url(), (self.app_id, self.table.database, self.table.name),
@@ -207,7 +207,7 @@ class HiveAcidStreamWriter(DataSourceStreamArrowWriter):
                     raise HiveAcidWriteError(f"{FORMAT_NAME}: streaming query {self.app_id}: batch {batchId}'s tasks "
                                              f"wrote write id(s) {strangers}, not the pending {write.write_id}")
                 files = [f for m in found for f in m.files]
-                stage_files(write, files, final=delta_dir_name(write.write_id, write.write_id, statement_id=0),
+                stage_files(write, files, final=final_name(write.write_id, False),
                             overwrite=False)
             except BaseException:
                 self._abort(metastore, write)

@@ -154,6 +154,11 @@ def seconds_option(given: dict[str, str], option: str, default: float) -> float:
                          "a number of seconds above 0 and below a day")
 
 
+def final_name(write_id: int, overwrite: bool) -> str:
+    """The directory a write of `write_id` publishes in each partition: INSERT OVERWRITE's base, else a delta."""
+    return base_dir_name(write_id) if overwrite else delta_dir_name(write_id, write_id, statement_id=0)
+
+
 # --- tasks -------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class WrittenFiles(WriterCommitMessage):
@@ -247,17 +252,14 @@ class HiveAcidWriter(DataSourceArrowWriter):
             except BaseException:
                 write.abort()
                 raise
-            final = base_dir_name(write.write_id) if overwrite else delta_dir_name(write.write_id, write.write_id,
-                                                                                     statement_id=0)
-            task = file_task(write, 0, final, bucketed=table.info.num_buckets > 0)
+            task = file_task(write, 0, final_name(write.write_id, overwrite), bucketed=table.info.num_buckets > 0)
         finally:
             metastore.close()
         return cls(target, write.table, write.txn_id, write.write_id, overwrite, TaskPlan(task, sources, write.table))
 
     @property
     def final(self) -> str:
-        return base_dir_name(self.write_id) if self.overwrite else delta_dir_name(self.write_id, self.write_id,
-                                                                                 statement_id=0)
+        return final_name(self.write_id, self.overwrite)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
         """Spark task: write this task's rows (see the module docstring)."""
@@ -327,5 +329,5 @@ def stage_files(write: TableWrite, files: Sequence[WrittenFile], *, final: str, 
 
 
 __all__ = ["AGENT_INFO", "HEARTBEAT_SECONDS", "MAX_WRITE_TASKS", "ROW_ID_STRIDE", "WRITE_OPTIONS", "HiveAcidOptionError",
-           "HiveAcidWriteError", "HiveAcidWriter", "TaskPlan", "WrittenFiles", "frame_columns", "seconds_option",
+           "HiveAcidWriteError", "HiveAcidWriter", "TaskPlan", "WrittenFiles", "final_name", "frame_columns", "seconds_option",
            "stage_files", "write_task"]

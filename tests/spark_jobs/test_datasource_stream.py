@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -26,9 +25,9 @@ from pyspark.sql.types import LongType
 from support.compaction_support import ROOT, compact_environment
 from support.processes import kill_session
 from support.read_tables import Table, expected_rows
+from support.timeouts import timing_out
 
 from acid_core.format.layout import parse_write_staging_name
-from acid_core.metastore import Metastore
 from acid_core.write.table_write import remove_abandoned_staging
 
 pytestmark = pytest.mark.spark
@@ -100,35 +99,23 @@ def test_each_micro_batch_is_one_transaction_and_a_replayed_batch_is_skipped(spa
 
 
 def test_a_micro_batch_longer_than_the_transaction_timeout_commits(spark, store, tmp_path):
-    """Housekeeping times transactions out after 2 s while one micro-batch takes about 4 s: the query's keeper
+    """Housekeeping times transactions out after 3 s while one micro-batch takes about 6 s: the query's keeper
     heartbeats the batch's transaction meanwhile."""
     Table(store, "events")
     source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
-    rows = write_inputs(source, files=1, rows=40)
-    housekeeping = Metastore(store.url, txn_timeout_ms=2000)
-    stop, aborted = threading.Event(), []
-
-    def time_out() -> None:
-        while not stop.wait(0.2):
-            aborted.extend(housekeeping.txns.perform_timeouts())
+    rows = write_inputs(source, files=1, rows=60)
 
     @F.udf(LongType())
     def slowly(value):
         time.sleep(0.1)
         return value
 
-    thread = threading.Thread(target=time_out, daemon=True)
-    thread.start()
-    try:
+    with timing_out(store.url, 3000) as aborted:
         query = (spark.readStream.schema(SCHEMA).json(str(source)).coalesce(1).withColumn("id", slowly("id"))
                  .writeStream.format("hiveacid").option("metastore", store.url).option("heartbeatSeconds", "0.5")
                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start("default.events"))
         assert query.awaitTermination(180)
         assert query.exception() is None
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-        housekeeping.close()
     assert aborted == []
     assert stored(store, "events") == sorted(rows)
 
