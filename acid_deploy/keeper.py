@@ -100,11 +100,11 @@ def start_keeper(url: str, txn_id: int, *, watch: psutil.Process, interval_s: fl
 
 
 def ensure_stream_keeper(url: str, stream: tuple[str, str, str], *, watch: psutil.Process,
-                         interval_s: float) -> int:
+                         interval_s: float, idle_s: float = STREAM_IDLE_S) -> int:
     """The keeper of a streaming query's micro-batches on this machine, started unless one lives (its pid is kept
-    in a file of the temporary directory named for the query and table); returns its pid."""
-    name = hashlib.sha256("\x00".join(stream).encode()).hexdigest()[:24]
-    record = os.path.join(tempfile.gettempdir(), f"hiveacid-stream-keeper-{name}.json")
+    in a file of the temporary directory named for the query and table, which the keeper removes when it stops);
+    returns its pid."""
+    record = stream_record(stream)
     try:
         with open(record, encoding="utf-8") as handle:
             known = json.load(handle)
@@ -112,7 +112,7 @@ def ensure_stream_keeper(url: str, stream: tuple[str, str, str], *, watch: psuti
             return int(known["pid"])
     except (OSError, ValueError, KeyError, TypeError, psutil.Error):
         pass  # none yet, or it exited
-    pid = start_keeper(url, 0, watch=watch, interval_s=interval_s, stream=stream)
+    pid = start_keeper(url, 0, watch=watch, interval_s=interval_s, stream=stream, idle_s=idle_s)
     try:
         started = psutil.Process(pid).create_time()
     except psutil.Error:
@@ -122,6 +122,24 @@ def ensure_stream_keeper(url: str, stream: tuple[str, str, str], *, watch: psuti
         json.dump({"pid": pid, "started": started}, handle)
     os.replace(temporary, record)
     return pid
+
+
+def stream_record(stream: tuple[str, str, str]) -> str:
+    """The file naming a streaming query's keeper: in the temporary directory, named for the query and table."""
+    name = hashlib.sha256("\x00".join(stream).encode()).hexdigest()[:24]
+    return os.path.join(tempfile.gettempdir(), f"hiveacid-stream-keeper-{name}.json")
+
+
+def _forget_record(stream: tuple[str, str, str]) -> None:
+    """Remove the query's keeper record if it names this process (a keeper started after it keeps its own)."""
+    record = stream_record(stream)
+    try:
+        with open(record, encoding="utf-8") as handle:
+            known = json.load(handle)
+        if known.get("pid") == os.getpid():
+            os.unlink(record)
+    except (OSError, ValueError, AttributeError):
+        pass  # none, or another keeper's
 
 
 def _alive(orders: KeeperOrders) -> bool:
@@ -139,7 +157,10 @@ def keep(orders: KeeperOrders) -> str:
     metastore = Metastore(orders.url, pool_size=1)
     try:
         if orders.stream is not None:
-            return _keep_stream(orders, metastore)
+            try:
+                return _keep_stream(orders, metastore)
+            finally:
+                _forget_record(orders.stream)
         deadline = time.monotonic() + orders.max_s
         next_beat = time.monotonic()
         while time.monotonic() < deadline:

@@ -49,7 +49,7 @@ from acid_core.errors import AcidError
 
 SHIPPED_PACKAGES = ("acid_core", "acid_deploy", "spark_jobs")
 # What acid_core and spark_jobs import on executors besides the standard library and pyspark (which Spark puts on the
-# executors' path itself): tests/acid_core/test_shipping.py checks this against their imports.
+# executors' path itself): tests/acid_deploy/test_shipping.py checks this against their imports.
 EXECUTOR_DISTRIBUTIONS = ("pyarrow", "pyorc", "numpy", "sqlalchemy", "sqlglot", "psutil")
 ENV_ALIAS = "acid_env"
 DEFAULT_EXECUTOR_PYTHON = "python3"  # Spark's own default: the nodes' (or the image's) python3 on PATH

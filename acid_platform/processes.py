@@ -7,6 +7,9 @@ pid>@<ACID_HOME>` in its environment (inherited by all they start), and its chil
 (the launcher died, even by SIGKILL) it stops every process carrying the mark or in those sessions: PR_SET_PDEATHSIG
 reaches only the launcher's children, not what `airflow standalone` starts. Should the guard die too, the next
 launcher on the same ACID_HOME stops what is left (`leftovers`, from the mark and the run record). Linux only (/proc).
+
+Over 500 lines because starting, marking, guarding and stopping are one contract (what is started is what is
+stopped, by the same marks); split, each half would have to know the other's marks.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ is printed and recorded in the compaction queue) or the batch could not go on, 2
 What the driver prints is the compaction task's log: its Spark application id and UI, then for each compaction
 progress lines (ProgressReporter: every ACID_PROGRESS_SECONDS, default 5, and as soon as its first and last tasks
 finish), its outcome and an end line with its tasks, events read and written, and bytes.
+
+Over 500 lines because it is the driver's whole side of a compaction: arguments, the Spark stages, progress and
+the result file follow one run and are read together when a run misbehaves.
 """
 
 from __future__ import annotations

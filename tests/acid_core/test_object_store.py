@@ -193,6 +193,7 @@ def test_acid_read_and_inspect_on_s3(s3_ms):
                                                                        {"id": 2, "name": "two"}]
 
 
+@pytest.mark.spark  # UPDATE and DELETE run on a local Spark session
 def test_acid_sql_on_an_s3_warehouse(s3_ms):
     import io
 

@@ -3,9 +3,11 @@ transaction while a watched process lives, against housekeeping's timeout on a r
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+import uuid
 
 import psutil
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from acid_core.errors import TxnAbortedError, UsageError
 from acid_core.metastore import Metastore
 from acid_core.metastore.streams import BatchMark
-from acid_deploy.keeper import ensure_stream_keeper, start_keeper
+from acid_deploy.keeper import ensure_stream_keeper, start_keeper, stream_record
 
 TIMEOUT_MS = 1500
 
@@ -97,9 +99,12 @@ def test_a_streams_keeper_heartbeats_each_pending_batch_and_exits_when_idle(meta
     assert wait_for(lambda: gone(keeper))  # two seconds without a pending batch
 
 
-def test_one_keeper_per_stream_on_a_machine(metastore):
-    stream = ("query-of-one-keeper", "default", "t")
-    first = ensure_stream_keeper(metastore.url, stream, watch=psutil.Process(), interval_s=0.3)
-    assert ensure_stream_keeper(metastore.url, stream, watch=psutil.Process(), interval_s=0.3) == first
-    assert ensure_stream_keeper(metastore.url, ("other", "default", "t"), watch=psutil.Process(),
-                                interval_s=0.3) != first
+def test_one_keeper_per_stream_on_a_machine_which_forgets_its_record_when_it_stops(metastore):
+    stream, other = (("query-" + uuid.uuid4().hex, "default", "t") for _ in range(2))
+    first = ensure_stream_keeper(metastore.url, stream, watch=psutil.Process(), interval_s=0.3, idle_s=1)
+    assert ensure_stream_keeper(metastore.url, stream, watch=psutil.Process(), interval_s=0.3, idle_s=1) == first
+    second = ensure_stream_keeper(metastore.url, other, watch=psutil.Process(), interval_s=0.3, idle_s=1)
+    assert second != first
+    assert os.path.exists(stream_record(stream)) and os.path.exists(stream_record(other))
+    assert wait_for(lambda: gone(first) and gone(second))  # a second without a pending batch
+    assert not os.path.exists(stream_record(stream)) and not os.path.exists(stream_record(other))

@@ -16,7 +16,7 @@ from support.compaction_support import (
     ROOT,
     ROW_ID_COLUMNS,
     WORKER_TIMEOUT_MS,
-    AcidTable,
+    PartitionedTestTable,
     compact_command,
     compact_environment,
     fingerprint,
@@ -41,7 +41,7 @@ def acid_home(tmp_path):
     return tmp_path / "acid-home"
 
 
-def reader_state(table: AcidTable, p: int):
+def reader_state(table: PartitionedTestTable, p: int):
     """The directories a reader picks for partition `p` under a snapshot taken now."""
     snapshot = table.metastore.txns.snapshot([table.full_name])
     return get_acid_state(str(table.location(p)), write_ids=snapshot.write_ids[table.full_name], txns=snapshot.txns)
@@ -67,7 +67,7 @@ def assert_ready_for_cleaning(store: Metastore, compaction_id: int):
 def test_minor_compaction_keeps_every_event_and_readers_switch_to_it(store, acid_home):
     """Base (from an earlier major compaction, run in-process) + deltas + deletes + an aborted write -> one delta
     and one delete delta holding the events of the deltas only; the base stays as it is."""
-    table = AcidTable.create(store, "minor_t")
+    table = PartitionedTestTable.create(store, "minor_t")
     table.insert(1, make_rows(0, 400))
     table.insert(1, make_rows(400, 100))
     earlier = store.compactions.enqueue("default", "minor_t", table.partition(1), CompactionType.MAJOR)
@@ -100,7 +100,7 @@ def test_minor_compaction_keeps_every_event_and_readers_switch_to_it(store, acid
 
 
 def test_refused_compaction_exits_zero_with_hives_message(store, acid_home):
-    table = AcidTable.create(store, "refused_t")
+    table = PartitionedTestTable.create(store, "refused_t")
     table.insert(1, make_rows(0, 10))
     before = fingerprint(table.location(1))
     queued = store.compactions.enqueue("default", "refused_t", table.partition(1), CompactionType.MINOR)
@@ -123,7 +123,7 @@ def test_unknown_compaction_id_fails_with_the_error_on_stderr(store, acid_home):
 
 
 def test_failing_compaction_is_marked_failed_and_leaves_nothing(store, acid_home):
-    table = AcidTable.create(store, "failing_t")
+    table = PartitionedTestTable.create(store, "failing_t")
     table.insert(1, make_rows(0, 5_000))
     table.insert(1, make_rows(5_000, 5_000))
     bucket_file = next(table.location(1).glob("delta_0000002_*/bucket_00000"))
@@ -150,7 +150,7 @@ def test_failing_compaction_is_marked_failed_and_leaves_nothing(store, acid_home
 def test_major_compaction_after_a_killed_driver_retries_cleanly_and_repeats_change_nothing(
         store, acid_home, tmp_path):
     """A driver killed mid-job leaves the table as it was; housekeeping puts the entry back; the retry succeeds."""
-    table = AcidTable.create(store, "killed_t")
+    table = PartitionedTestTable.create(store, "killed_t")
     table.insert(1, make_rows(0, 1_500_000))  # big enough that the Spark job takes a few seconds
     table.insert(2, make_rows(5_000_000, 300))
     for start in range(1_500_000, 1_600_000, 20_000):

@@ -14,7 +14,7 @@ import time
 import pytest
 from support.compaction_support import (
     ROOT,
-    AcidTable,
+    PartitionedTestTable,
     compact_command,
     compact_environment,
     hidden_entries,
@@ -96,7 +96,7 @@ def test_a_metastore_restart_under_a_compaction_a_streaming_writer_and_the_clean
         url = server.create_database("restart")
         ms = Metastore(url, warehouse=str(tmp_path / "warehouse"))
         ms.init()
-        table = AcidTable.create(ms, "restart_t")
+        table = PartitionedTestTable.create(ms, "restart_t")
         table.insert(1, make_rows(0, 1_500_000))  # the Spark job takes a few seconds
         for start in range(1_500_000, 1_600_000, 20_000):
             table.insert(1, make_rows(start, 20_000))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from support.compaction_support import AcidTable, make_rows, run_compact
+from support.compaction_support import PartitionedTestTable, make_rows, run_compact
 from support.standalone_cluster import standalone_cluster as start_cluster
 
 from acid_core.metastore.codes import CompactionState, CompactionType
@@ -26,7 +26,7 @@ def standalone_cluster(tmp_path):
 
 def test_compaction_runs_on_a_standalone_cluster(standalone_cluster, store, tmp_path, monkeypatch):
     cluster = standalone_cluster
-    table = AcidTable.create(store, "cluster_t")
+    table = PartitionedTestTable.create(store, "cluster_t")
     table.insert(1, make_rows(0, 20_000))
     table.insert(1, make_rows(20_000, 5_000))
     table.delete(1, table.row_ids(1)[::3])

@@ -33,7 +33,7 @@ def make_rows(start: int, count: int) -> list[tuple]:
 
 
 @dataclass
-class AcidTable:
+class PartitionedTestTable:
     """A transactional table partitioned by `p int`, written with the embedded writer inside metastore transactions."""
 
     metastore: Metastore
@@ -41,7 +41,7 @@ class AcidTable:
     database: str = "default"
 
     @classmethod
-    def create(cls, metastore: Metastore, name: str) -> AcidTable:
+    def create(cls, metastore: Metastore, name: str) -> PartitionedTestTable:
         metastore.catalog.create_table("default", name, list(COLUMNS), partition_keys=[("p", "int")],
                                        params={"transactional": "true"})
         return cls(metastore, name)
