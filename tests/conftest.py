@@ -14,14 +14,18 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from support.jvm_archive import options_with_archive
 from support.pg_server import PostgresServer, PostgresServerError, find_bin_dir, not_found_message
 
 # The tests' JVMs (spark-submit's, pyspark's, a standalone cluster's daemons) compile with C1 only and collect with the
 # serial collector: a short-lived JVM then starts about twice as fast on two cores (a local session: 16-20 s -> 9 s
 # with the other worker busy), and the heaviest JVM path here (the capped-memory jobs, 2.6 GB through Arrow) took the
 # same time. Only the tests set it; deployments keep the JVM's defaults.
+# The first test that may start a JVM adds a class-data-sharing archive of Spark's classes (support/jvm_archive.py).
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+_JVM_OPTIONS_OURS = "SPARK_SUBMIT_OPTS" not in os.environ or os.environ["SPARK_SUBMIT_OPTS"].startswith(TEST_JVM_OPTIONS)
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
+_JVM_MARKERS = ("spark", "airflow", "interop", "browser")
 
 _database_numbers = itertools.count(1)
 _find_bin_dir = functools.cache(find_bin_dir)
@@ -45,6 +49,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Decide for every `postgres`-marked test before its fixtures are set up, whether or not it asks for the server."""
     if item.get_closest_marker("postgres") is not None and _find_bin_dir() is None:
         _postgres_unavailable()
+    if _JVM_OPTIONS_OURS and any(item.get_closest_marker(name) is not None for name in _JVM_MARKERS):
+        _use_jvm_archive()
+
+
+@functools.cache
+def _use_jvm_archive() -> None:
+    os.environ["SPARK_SUBMIT_OPTS"] = options_with_archive(TEST_JVM_OPTIONS)
 
 
 @pytest.fixture(scope="session")
