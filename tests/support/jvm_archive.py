@@ -96,3 +96,6 @@ def _make(path: Path, jvm_options: str) -> None:
                 if done.returncode == 0 and partial.exists():
                     os.replace(partial, path)
             partial.unlink(missing_ok=True)
+        for stale in path.parent.glob("spark-*.jsa"):  # made for a Spark, JDK or options no longer here
+            if stale != path:
+                stale.unlink(missing_ok=True)
