@@ -19,7 +19,10 @@ from acid_core.metastore import Metastore
 from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.metastore.txns import Operation
 
-CONTEXT = multiprocessing.get_context("spawn")
+# forkserver: a clean server process (no connection, no thread of the test's) imports the metastore once and forks
+# each worker from it, instead of each worker starting a new interpreter and importing it again (spawn)
+CONTEXT = multiprocessing.get_context("forkserver")
+CONTEXT.set_forkserver_preload(["acid_core.metastore", "acid_core.metastore.locks", "sqlalchemy", "psycopg2"])
 WAIT_SECONDS = 60
 PROCESSES = 6
 
