@@ -106,8 +106,7 @@ def ensure_stream_keeper(url: str, stream: tuple[str, str, str], *, watch: psuti
     returns its pid."""
     record = stream_record(stream)
     try:
-        with open(record, encoding="utf-8") as handle:
-            known = json.load(handle)
+        known = _read_record(record)
         if psutil.Process(known["pid"]).create_time() == known["started"]:
             return int(known["pid"])
     except (OSError, ValueError, KeyError, TypeError, psutil.Error):
@@ -130,15 +129,25 @@ def stream_record(stream: tuple[str, str, str]) -> str:
     return os.path.join(tempfile.gettempdir(), f"hiveacid-stream-keeper-{name}.json")
 
 
+def _read_record(record: str) -> dict:
+    """A keeper record's fields ({} if it holds no object).
+
+    Raises:
+        OSError: no record.
+        ValueError: not JSON.
+    """
+    with open(record, encoding="utf-8") as handle:
+        known = json.load(handle)
+    return known if isinstance(known, dict) else {}
+
+
 def _forget_record(stream: tuple[str, str, str]) -> None:
     """Remove the query's keeper record if it names this process (a keeper started after it keeps its own)."""
     record = stream_record(stream)
     try:
-        with open(record, encoding="utf-8") as handle:
-            known = json.load(handle)
-        if known.get("pid") == os.getpid():
+        if _read_record(record).get("pid") == os.getpid():
             os.unlink(record)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):
         pass  # none, or another keeper's
 
 

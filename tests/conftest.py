@@ -46,7 +46,8 @@ def _postgres_unavailable() -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Decide for every `postgres`-marked test before its fixtures are set up, whether or not it asks for the server."""
+    """Before a test's fixtures are set up: decide for every `postgres`-marked test whether it can run, whether or not
+    it asks for the server; and give the JVMs of a test that may start one the class archive (made once)."""
     if item.get_closest_marker("postgres") is not None and _find_bin_dir() is None:
         _postgres_unavailable()
     if _JVM_OPTIONS_OURS and any(item.get_closest_marker(name) is not None for name in _JVM_MARKERS):
