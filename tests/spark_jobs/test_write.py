@@ -116,6 +116,27 @@ def test_merge_update_delete_insert(spark, store):
             f"delete_delta_{w:07d}_{w:07d}_0001", f"delta_{w:07d}_{w:07d}_0002"} <= names
 
 
+def test_a_merge_of_a_few_rows_runs_a_few_tasks_not_a_fixed_count_per_statement(spark, store):
+    """The matched rows are cached and written by each WHEN clause: the cached shuffle is coalesced by its data too
+    (spark.sql.optimizer.canChangeCachedPlanOutputPartitioning), so no statement runs 200 mostly empty Python tasks."""
+    from decimal import Decimal as D
+
+    write.insert(store, "default", "plain", frame(spark, [(i, f"n{i}", D(i)) for i in range(10)]))
+    context = spark.sparkContext
+    context.setJobGroup("few-rows-merge", "a MERGE of three source rows")
+    try:
+        write.merge(spark, store, "default", "plain", frame(spark, [(1, "one", D(1)), (2, "gone", D(0)), (50, "x", D(5))]),
+                    "t.id = s.id", matched_update={"name": "s.name"}, matched_update_condition="s.name <> 'gone'",
+                    matched_delete=True, not_matched_insert={"id": "s.id", "name": "s.name", "amount": "s.amount"})
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    tracker = context.statusTracker()
+    stages = [tracker.getStageInfo(stage) for job in tracker.getJobIdsForGroup("few-rows-merge")
+              for stage in tracker.getJobInfo(job).stageIds]
+    tasks = sum(stage.numCompletedTasks for stage in stages if stage is not None)
+    assert 0 < tasks < 100, f"{tasks} tasks for a MERGE of three rows into ten"  # 1,400 before: 200 per statement
+
+
 def test_merge_cardinality_violation_changes_nothing(spark, store):
     from decimal import Decimal as D
 
@@ -261,4 +282,5 @@ def test_shuffles_are_sized_by_their_data_not_a_fixed_count():
     assert "spark.sql.shuffle.partitions" not in conf
     assert conf["spark.sql.adaptive.enabled"] == "true"
     assert conf["spark.sql.adaptive.coalescePartitions.parallelismFirst"] == "false"
+    assert conf["spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"] == "true"
     assert conf["spark.executor.pyspark.memory"] == "2g"
