@@ -83,24 +83,30 @@ class _Snapshot:
 
 
 class SparkEngine:
-    """Runs engine statements against one metastore (the SparkSession is built on first use)."""
+    """Runs engine statements against one metastore (the SparkSession is built on first use, or the one already
+    running in this process is used: `run_script` from a notebook or a Spark job shares its session)."""
 
     def __init__(self, metastore: Metastore) -> None:
         self.metastore = metastore
         self._spark = None
+        self._own_session = False
 
     @property
     def spark(self):
         if self._spark is None:
+            from pyspark.sql import SparkSession
+
             from spark_jobs.session import build_session
 
+            self._own_session = SparkSession.getActiveSession() is None
             self._spark = build_session("acid-sql")
         return self._spark
 
     def close(self) -> None:
-        if self._spark is not None:
+        """Stop the session if this engine started it; one it found running is its owner's to stop."""
+        if self._spark is not None and self._own_session:
             self._spark.stop()
-            self._spark = None
+        self._spark = None
 
     def execute(self, statement: ast.EngineStatement, *, database: str) -> ResultSet | str:
         """Run one statement, unqualified names in `database`; returns the rows of a query or a message.

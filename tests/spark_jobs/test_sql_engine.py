@@ -20,10 +20,25 @@ def session(spark, tmp_path):
     store.init()
     out = io.StringIO()
     session = Session(store, out, "jsonl")
-    session.engine()._spark = spark  # share the test session instead of building another
-    yield session
-    session._engine._spark = None
+    yield session  # its engine uses the test session, which is running, and leaves it running
     store.close()
+
+
+def test_a_script_run_in_a_process_with_a_session_uses_it_and_leaves_it_running(spark, tmp_path):
+    from acid_cli.sql import run_script
+
+    store = Metastore(f"sqlite:///{tmp_path}/metastore.db", warehouse=str(tmp_path / "warehouse"))
+    store.init()
+    out = io.StringIO()
+    try:
+        status = run_script("CREATE TABLE t (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true'); "
+                            "INSERT INTO t VALUES (1), (2); UPDATE t SET id = 3 WHERE id = 2; SELECT id FROM t",
+                            metastore=store, output_format="jsonl", out=out)
+    finally:
+        store.close()
+    assert status == 0, out.getvalue()
+    assert out.getvalue().splitlines()[-2:] == ['{"id": 1}', '{"id": 3}']
+    assert spark.range(3).count() == 3  # the session the script found is still the caller's
 
 
 def test_dml_round_trip(session):
