@@ -54,6 +54,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _use_jvm_archive()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put first the tests of modules that share an expensive module-scoped set-up (an `airflow standalone`, a
+    2.6 GB table, a compiled Hive harness), then the `slow` ones, each in their order.
+
+    Under work stealing (`make test`) a worker that runs out takes the last half of the other's queue: a module there
+    could be split, and its set-up made on both workers (the browser tests' Airflow was started twice, 160 s instead
+    of 80). The first worker starts with these and nobody takes them; the longest work first also evens out the end.
+    Every worker sorts the same collection the same way, as pytest-xdist requires."""
+    def shares_setup(item: pytest.Item) -> bool:
+        info = getattr(item, "_fixtureinfo", None)
+        module = item.nodeid.split("::", 1)[0]
+        return info is not None and any(
+            definition.scope in ("module", "class") and definition.baseid == module
+            for definitions in info.name2fixturedefs.values() for definition in definitions)
+
+    rank = {id(item): 0 if shares_setup(item) else 1 if item.get_closest_marker("slow") else 2 for item in items}
+    items.sort(key=lambda item: rank[id(item)])  # stable: the order within each rank is kept
+
+
 @functools.cache
 def _use_jvm_archive() -> None:
     os.environ["SPARK_SUBMIT_OPTS"] = options_with_archive(TEST_JVM_OPTIONS)

@@ -457,7 +457,7 @@ class Catalog:
             return list(conn.execute(sa.select(s.tbls.c.TBL_NAME).where(s.tbls.c.DB_ID == db_row.DB_ID)
                                      .order_by(s.tbls.c.TBL_NAME)).scalars())
 
-        return self.db.run(f"list tables of {database}", read)
+        return self.db.run(f"list tables of {database}", read, write=False)
 
     def _check_location_free(self, conn: Connection, where: str, what: str, *, own: tuple[str, str]) -> None:
         """A table's location must be its own: not the location of another table, not inside one and not around

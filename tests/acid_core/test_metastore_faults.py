@@ -338,3 +338,44 @@ def test_bad_input_changes_nothing(ms):
         assert isinstance(info.value, error), repr(info.value)
     assert everything(ms) == before
     ms.txns.commit(live)
+
+
+def _hold_sqlite_write_lock(path, seconds: float, held: threading.Event) -> threading.Thread:
+    """Another connection (another writer, as another process would be) holding SQLite's write lock for `seconds`."""
+    import sqlite3
+
+    def hold():
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            held.set()
+            time.sleep(seconds)
+            other.execute("COMMIT")
+        finally:
+            other.close()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert held.wait(10)
+    return thread
+
+
+def test_a_sqlite_write_waits_for_another_writer_and_a_read_does_not(tmp_path):
+    path = tmp_path / "metastore.db"
+    ms = Metastore(f"sqlite:///{path}", warehouse=str(tmp_path / "warehouse"))
+    try:
+        ms.init()
+        ms.catalog.create_table("default", "t", [("id", "int")], params={"transactional": "true"})
+        held = threading.Event()
+        started = time.monotonic()
+        holder = _hold_sqlite_write_lock(path, 0.5, held)
+        assert ms.catalog.list_tables("default") == ["t"]  # under WAL a read goes on meanwhile
+        assert time.monotonic() - started < 0.5
+        txn = ms.txns.open_txn()  # a write: it starts once the other writer commits
+        assert time.monotonic() - started >= 0.5
+        holder.join(10)
+        ms.txns.commit(txn)
+        assert txn not in {t.txn_id for t in ms.txns.show_transactions() if t.state == "o"}
+    finally:
+        ms.close()
+
