@@ -193,8 +193,8 @@ def test_acid_read_and_inspect_on_s3(s3_ms):
                                                                        {"id": 2, "name": "two"}]
 
 
-@pytest.mark.spark  # UPDATE and DELETE run on a local Spark session
-def test_acid_sql_on_an_s3_warehouse(s3_ms):
+@pytest.mark.spark  # UPDATE and DELETE run on Spark: this worker's session, which `acid sql` finds running
+def test_acid_sql_on_an_s3_warehouse(s3_ms, spark):
     import io
 
     from acid_cli.sql import run_script
