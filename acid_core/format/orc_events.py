@@ -7,12 +7,12 @@ reading goes through pyarrow's columnar ORC reader. Every row of an event file i
 
 from __future__ import annotations
 
+import functools
 import struct as _struct
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.dataset as pa_ds
 import pyarrow.orc as pa_orc
 import pyorc
 
@@ -206,7 +206,15 @@ def side_file_length(fs: FileSystem, side_path: str) -> int | None:
 
 
 BATCH_ROWS = 131_072  # rows a streamed read (EventFile.iter_batches) decodes at a time
-_ORC_FORMAT = pa_ds.OrcFileFormat()
+
+
+@functools.cache
+def _orc_format():
+    """pyarrow.dataset's ORC format, imported when a streamed read first needs it: the module imports pandas (about
+    0.35 s), which every process importing the metastore paid at start-up (the `acid` command, tasks, Spark workers)."""
+    import pyarrow.dataset as pa_ds
+
+    return pa_ds.OrcFileFormat()
 
 
 class EventFile:
@@ -290,7 +298,7 @@ class EventFile:
                 assert stripes is not None, "no stripes chosen reads the whole file"
                 handle = self._fs.open_input(self.path) if self._prefix is None else pa.BufferReader(self._prefix)
                 source, filesystem = StripeRangeFile(handle, self.path, stripes.start, stripes.stop), None
-            fragment = _ORC_FORMAT.make_fragment(source, filesystem=filesystem)
+            fragment = _orc_format().make_fragment(source, filesystem=filesystem)
             batches = fragment.to_batches(columns=list(columns), batch_size=batch_rows, batch_readahead=1,
                                           fragment_readahead=1, use_threads=False)
             yield from batches
