@@ -90,23 +90,36 @@ class SparkEngine:
         self.metastore = metastore
         self._spark = None
         self._own_session = False
+        self._found_settings: dict[str, str | None] = {}  # a found session's settings that build_session changes
 
     @property
     def spark(self):
         if self._spark is None:
             from pyspark.sql import SparkSession
 
-            from spark_jobs.session import build_session
+            from spark_jobs.session import DEFAULT_CONF, build_session
 
-            self._own_session = SparkSession.getActiveSession() is None
+            found = SparkSession.getActiveSession()
+            self._own_session = found is None
+            if found is not None:
+                self._found_settings = {key: found.conf.get(key, None) for key in DEFAULT_CONF
+                                        if found.conf.isModifiable(key)}
             self._spark = build_session("acid-sql")
         return self._spark
 
     def close(self) -> None:
-        """Stop the session if this engine started it; one it found running is its owner's to stop."""
+        """Stop the session if this engine started it; one it found running is its owner's to stop, and gets back
+        the runtime settings it had (the session time zone among them)."""
         if self._spark is not None and self._own_session:
             self._spark.stop()
+        elif self._spark is not None:
+            for key, value in self._found_settings.items():
+                if value is None:
+                    self._spark.conf.unset(key)
+                else:
+                    self._spark.conf.set(key, value)
         self._spark = None
+        self._found_settings = {}
 
     def execute(self, statement: ast.EngineStatement, *, database: str) -> ResultSet | str:
         """Run one statement, unqualified names in `database`; returns the rows of a query or a message.

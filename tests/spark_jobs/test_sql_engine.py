@@ -30,15 +30,19 @@ def test_a_script_run_in_a_process_with_a_session_uses_it_and_leaves_it_running(
     store = Metastore(f"sqlite:///{tmp_path}/metastore.db", warehouse=str(tmp_path / "warehouse"))
     store.init()
     out = io.StringIO()
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")  # the caller's; acid sql runs in UTC
     try:
         status = run_script("CREATE TABLE t (id int) STORED AS ORC TBLPROPERTIES ('transactional'='true'); "
                             "INSERT INTO t VALUES (1), (2); UPDATE t SET id = 3 WHERE id = 2; SELECT id FROM t",
                             metastore=store, output_format="jsonl", out=out)
+        zone = spark.conf.get("spark.sql.session.timeZone")
     finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
         store.close()
     assert status == 0, out.getvalue()
     assert out.getvalue().splitlines()[-2:] == ['{"id": 1}', '{"id": 3}']
     assert spark.range(3).count() == 3  # the session the script found is still the caller's
+    assert zone == "America/New_York"  # with the caller's settings back
 
 
 def test_dml_round_trip(session):
