@@ -59,8 +59,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     2.6 GB table, a compiled Hive harness), then the `slow` ones, each in their order.
 
     Under work stealing (`make test`) a worker that runs out takes the last half of the other's queue: a module there
-    could be split, and its set-up made on both workers (the browser tests' Airflow was started twice, 160 s instead
-    of 80). The first worker starts with these and nobody takes them; the longest work first also evens out the end.
+    could be split, and its set-up made on both workers (the browser tests' Airflow was started twice: 225 s instead
+    of 79). The first worker starts with these and nobody takes them; the longest work first also evens out the end.
     Every worker sorts the same collection the same way, as pytest-xdist requires."""
     def shares_setup(item: pytest.Item) -> bool:
         info = getattr(item, "_fixtureinfo", None)
@@ -69,8 +69,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             definition.scope in ("module", "class") and definition.baseid == module
             for definitions in info.name2fixturedefs.values() for definition in definitions)
 
-    rank = {id(item): 0 if shares_setup(item) else 1 if item.get_closest_marker("slow") else 2 for item in items}
-    items.sort(key=lambda item: rank[id(item)])  # stable: the order within each rank is kept
+    # stable: the order within each rank is kept
+    items.sort(key=lambda item: 0 if shares_setup(item) else 1 if item.get_closest_marker("slow") else 2)
 
 
 @functools.cache

@@ -89,8 +89,8 @@ class SparkEngine:
     def __init__(self, metastore: Metastore) -> None:
         self.metastore = metastore
         self._spark = None
-        self._own_session = False
-        self._found_settings: dict[str, str | None] = {}  # a found session's settings that build_session changes
+        # a session found running: its runtime settings that build_session changes (None: this engine started it)
+        self._found_settings: dict[str, str | None] | None = None
 
     @property
     def spark(self):
@@ -100,17 +100,15 @@ class SparkEngine:
             from spark_jobs.session import DEFAULT_CONF, build_session
 
             found = SparkSession.getActiveSession()
-            self._own_session = found is None
-            if found is not None:
-                self._found_settings = {key: found.conf.get(key, None) for key in DEFAULT_CONF
-                                        if found.conf.isModifiable(key)}
+            self._found_settings = None if found is None else {
+                key: found.conf.get(key, None) for key in DEFAULT_CONF if found.conf.isModifiable(key)}
             self._spark = build_session("acid-sql")
         return self._spark
 
     def close(self) -> None:
         """Stop the session if this engine started it; one it found running is its owner's to stop, and gets back
         the runtime settings it had (the session time zone among them)."""
-        if self._spark is not None and self._own_session:
+        if self._spark is not None and self._found_settings is None:
             self._spark.stop()
         elif self._spark is not None:
             for key, value in self._found_settings.items():
@@ -119,7 +117,7 @@ class SparkEngine:
                 else:
                     self._spark.conf.set(key, value)
         self._spark = None
-        self._found_settings = {}
+        self._found_settings = None
 
     def execute(self, statement: ast.EngineStatement, *, database: str) -> ResultSet | str:
         """Run one statement, unqualified names in `database`; returns the rows of a query or a message.

@@ -340,8 +340,11 @@ def test_bad_input_changes_nothing(ms):
     ms.txns.commit(live)
 
 
-def _hold_sqlite_write_lock(path, seconds: float, held: threading.Event) -> threading.Thread:
-    """Another connection (another writer, as another process would be) holding SQLite's write lock for `seconds`."""
+
+def _hold_sqlite_write_lock(path, seconds: float, held: threading.Event,
+                            released: threading.Event) -> threading.Thread:
+    """Another connection (another writer, as another process would be) holding SQLite's write lock for `seconds`;
+    `released` is set just before it commits."""
     import sqlite3
 
     def hold():
@@ -350,6 +353,7 @@ def _hold_sqlite_write_lock(path, seconds: float, held: threading.Event) -> thre
             other.execute("BEGIN IMMEDIATE")
             held.set()
             time.sleep(seconds)
+            released.set()
             other.execute("COMMIT")
         finally:
             other.close()
@@ -366,16 +370,14 @@ def test_a_sqlite_write_waits_for_another_writer_and_a_read_does_not(tmp_path):
     try:
         ms.init()
         ms.catalog.create_table("default", "t", [("id", "int")], params={"transactional": "true"})
-        held = threading.Event()
-        started = time.monotonic()
-        holder = _hold_sqlite_write_lock(path, 0.5, held)
-        assert ms.catalog.list_tables("default") == ["t"]  # under WAL a read goes on meanwhile
-        assert time.monotonic() - started < 0.5
+        held, released = threading.Event(), threading.Event()
+        holder = _hold_sqlite_write_lock(path, 0.5, held, released)
+        assert ms.catalog.list_tables("default") == ["t"]
+        assert not released.is_set()  # under WAL the read went on while the other writer held the lock
         txn = ms.txns.open_txn()  # a write: it starts once the other writer commits
-        assert time.monotonic() - started >= 0.5
+        assert released.is_set()
         holder.join(10)
         ms.txns.commit(txn)
         assert txn not in {t.txn_id for t in ms.txns.show_transactions() if t.state == "o"}
     finally:
         ms.close()
-
