@@ -357,7 +357,9 @@ class CompactionQueue:
         invisible and is removed as aborted by the cleaning of a later compaction, and the entry, left as it was,
         would hold back the cleaning of every later compaction of its partition. Each move is a compare-and-swap
         that re-checks, in the same statement, that the transaction is not open and never committed.
-        Returns the entries moved to history as failed.
+        Returns the entries moved to history as failed. The sweep is idempotent, so a commit whose outcome a lost
+        connection left unknown (a metastore restart under the cleaner) is swept again, not raised: if it had taken
+        effect, the second sweep finds nothing and returns [] (the entries are in the history all the same).
         """
         cq, t = s.compaction_queue.c, s.txns.c
 
@@ -379,7 +381,7 @@ class CompactionQueue:
                 failed.append(info)
             return failed
 
-        return self.db.run("fail compactions whose compactor transaction aborted", fail)
+        return self.db.run("fail compactions whose compactor transaction aborted", fail, idempotent=True)
 
     def mark_failed(self, compaction_id: int, message: str) -> None:
         """initiated / working / ready for cleaning -> history failed, with the error."""

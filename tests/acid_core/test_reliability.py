@@ -404,6 +404,37 @@ def test_housekeeping_counts_what_it_failed_in_its_summary(make_ms):
         assert connection.execute(sa.select(schema.compaction_queue)).all() == []
 
 
+@pytest.mark.parametrize("took_effect", [True, False], ids=["committed", "rolled-back"])
+def test_failing_abandoned_entries_survives_a_connection_lost_while_committing(ms, took_effect):
+    """The sweep that fails abandoned entries loses its connection while committing (a metastore restart under the
+    cleaner): whether or not that commit took effect, it is run again rather than raised, since it is a
+    compare-and-swap sweep; each entry ends failed in the history exactly once."""
+    Table(ms, "t")
+    compaction_id, txn_id = _claimed_with_compactor_txn(ms)
+    ms.compactions.mark_compacted(compaction_id)
+    ms.txns.abort_txns([txn_id])
+    fired = []
+
+    def lose_the_commit(connection) -> None:
+        if not fired:
+            fired.append(True)
+            dbapi = connection.connection.dbapi_connection
+            if took_effect:
+                dbapi.commit()  # the server committed; the reply never arrives
+            dbapi.close()
+
+    sa.event.listen(ms.db.engine, "commit", lose_the_commit)
+    try:
+        failed = ms.compactions.fail_abandoned()
+    finally:
+        sa.event.remove(ms.db.engine, "commit", lose_the_commit)
+    assert fired
+    assert [entry.id for entry in failed] == ([] if took_effect else [compaction_id])
+    assert [(entry.id, entry.state) for entry in ms.compactions.show()] == [(compaction_id, S.FAILED)]
+    with ms.db.engine.connect() as connection:
+        assert connection.execute(sa.select(schema.compaction_queue)).all() == []
+
+
 def test_a_compaction_whose_transaction_is_lost_stops_with_the_reason_and_changes_nothing(make_ms, caplog):
     """The compactor's transaction is aborted while its tasks run (an operator, or a time-out after the metastore was
     unreachable): the heartbeat notices, the attempt fails with one line saying why, and nothing becomes visible."""
