@@ -26,7 +26,8 @@ use_ram_scratch()
 # serial collector: a short-lived JVM then starts about twice as fast on two cores (a local session: 16-20 s -> 9 s
 # with the other worker busy), and the heaviest JVM path here (the capped-memory jobs, 2.6 GB through Arrow) took the
 # same time. Only the tests set it; deployments keep the JVM's defaults.
-# The first test that may start a JVM adds a class-data-sharing archive of Spark's classes (support/jvm_archive.py).
+# The first test that may start a JVM has a class-data-sharing archive of Spark's classes made in the background;
+# the tests' JVMs use it once it is there (support/jvm_archive.py).
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 _JVM_OPTIONS_OURS = "SPARK_SUBMIT_OPTS" not in os.environ or os.environ["SPARK_SUBMIT_OPTS"].startswith(TEST_JVM_OPTIONS)
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
@@ -78,9 +79,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: 0 if shares_setup(item) else 1 if item.get_closest_marker("slow") else 2)
 
 
-@functools.cache
 def _use_jvm_archive() -> None:
-    os.environ["SPARK_SUBMIT_OPTS"] = options_with_archive(TEST_JVM_OPTIONS)
+    """SPARK_SUBMIT_OPTS with the class archive once it is made (until then without it, and asked again)."""
+    if os.environ["SPARK_SUBMIT_OPTS"] == TEST_JVM_OPTIONS:
+        os.environ["SPARK_SUBMIT_OPTS"] = options_with_archive(TEST_JVM_OPTIONS)
 
 
 @pytest.fixture(scope="session")

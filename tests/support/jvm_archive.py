@@ -3,20 +3,25 @@ so the tests' spark-submit JVMs map those classes instead of loading and verifyi
 `-XX:ArchiveClassesAtExit` once, `-XX:SharedArchiveFile` after). A local Spark application then starts in about 5 s
 instead of 9 s here; the tests start several dozen.
 
-The archive is made by the first test that needs a JVM (its worker holds an flock while the other workers wait), by
-a small job that touches what the tests' jobs do (a session, SQL, ORC, a Python worker through Arrow), under
-`.cache/jvm/` of the checkout, named for what it depends on (the JDK, Spark's jars, the JVM options). A JVM whose
-class path differs (a standalone cluster's daemons, the Hive interop harness) ignores it; `-Xlog:cds=off` keeps that
-quiet. If the archive cannot be made, the tests run without it: it saves time, it proves nothing.
+The first test that needs a JVM starts a process in the background that makes the archive (one at a time, under an
+flock: a second maker finds the lock held and leaves), by a small job that touches what the tests' jobs do (a
+session, SQL, ORC, a Python worker through Arrow), under `.cache/jvm/` of the checkout, named for what it depends on
+(the JDK, Spark's jars, the JVM options). No test waits for it: the JVMs started before it is there run without it
+(on a fresh clone the other worker used to wait 50 s for it). A JVM whose class path differs (a standalone cluster's
+daemons, the Hive interop harness) ignores it; `-Xlog:cds=off` keeps that quiet. If the archive cannot be made, the
+tests run without it: it saves time, it proves nothing. A maker still running when its test process ends is stopped.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +54,7 @@ def _spark_home() -> Path | None:
     return Path(pyspark.__file__).resolve().parent
 
 
+@functools.cache
 def archive_path(jvm_options: str) -> Path | None:
     """Where the archive for this JDK, Spark install and these options lives (made or not); None without java or
     pyspark."""
@@ -63,22 +69,44 @@ def archive_path(jvm_options: str) -> Path | None:
 
 
 def options_with_archive(jvm_options: str) -> str:
-    """`jvm_options` plus the archive's, making the archive first if needed; `jvm_options` alone if it cannot be
-    made."""
+    """`jvm_options` plus the archive's if it is there; else `jvm_options` alone, with the archive's maker started in
+    the background (once per process)."""
     path = archive_path(jvm_options)
     if path is None:
         return jvm_options
     if not path.exists():
-        _make(path, jvm_options)
-    if not path.exists():
+        _start_maker(path, jvm_options)
         return jvm_options
     return f"{jvm_options} -XX:SharedArchiveFile={path} {QUIET}"
 
 
-def _make(path: Path, jvm_options: str) -> None:
+_maker: subprocess.Popen | None = None
+
+
+def _start_maker(path: Path, jvm_options: str) -> None:
+    global _maker
+    if _maker is not None:
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f"{path.name}.log", "w") as log:
+        _maker = subprocess.Popen([sys.executable, __file__, str(path), jvm_options], stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    atexit.register(_stop_maker)
+
+
+def _stop_maker() -> None:
+    if _maker is not None and _maker.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(_maker.pid, signal.SIGKILL)  # its spark-submit and JVM too: a partial archive is never used
+        _maker.wait()
+
+
+def _make(path: Path, jvm_options: str) -> None:
     with open(f"{path}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be making it: wait for it, then use it
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # another process is making it
         if path.exists():
             return
         with tempfile.TemporaryDirectory(prefix="cds-archive-") as scratch:
@@ -99,3 +127,7 @@ def _make(path: Path, jvm_options: str) -> None:
         for stale in path.parent.glob("spark-*.jsa"):  # made for a Spark, JDK or options no longer here
             if stale != path:
                 stale.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":  # the maker: `python jvm_archive.py <archive path> <JVM options>`
+    _make(Path(sys.argv[1]), sys.argv[2])
