@@ -161,18 +161,22 @@ CHILD = textwrap.dedent("""
     from spark_jobs.session import build_session
 
     url, source, checkpoint, hold = sys.argv[1:5]
+    # Each batch's two files are read as one partition; repartition(2) gives it two write tasks, so that the first
+    # stages its files while the second is held.
     spark = build_session("killed-stream", master="local[1]")
 
     @F.udf(LongType())
     def slowly(value):
         deadline = time.monotonic() + 120
+        if TaskContext.get().partitionId() > 0 and os.path.exists(hold):
+            open(hold + ".held", "a").close()  # a task of this batch is held: the batch cannot commit
         while TaskContext.get().partitionId() > 0 and os.path.exists(hold) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.1)
         return value
 
     query = (spark.readStream.schema("id bigint, name string, amount double").option("maxFilesPerTrigger", 2)
-             .json(source).withColumn("id", slowly("id")).writeStream.format("hiveacid").option("metastore", url)
+             .json(source).repartition(2).withColumn("id", slowly("id")).writeStream.format("hiveacid").option("metastore", url)
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start("default.events"))
     query.awaitTermination(600)
     spark.stop()
@@ -213,8 +217,11 @@ def test_a_query_killed_in_and_between_batches_and_restarted_writes_every_row_on
     try:
         wait_until(lambda: (s := state()) is not None and s.last_batch >= 0, process, "first commit")
         hold.touch()
-        wait_until(lambda: state().pending_txn_id is not None and staging_left(table.info.location), process,
-                   "files staged in a batch")
+        # held: else the batch that staged its files may have passed the hold before it was set, and commit before
+        # the kill
+        held = Path(f"{hold}.held")
+        wait_until(lambda: held.exists() and state().pending_txn_id is not None and staging_left(table.info.location),
+                   process, "files staged in a batch whose other task is held")
     finally:
         stop(process)
         hold.unlink()
