@@ -16,11 +16,6 @@ from collections.abc import Iterator
 import pytest
 from support.jvm_archive import options_with_archive
 from support.pg_server import PostgresServer, PostgresServerError, find_bin_dir, not_found_message
-from support.scratch import use_ram_scratch
-
-# Throwaway files on a RAM file system where there is one (support/scratch.py): set before pytest makes its temporary
-# directory and before any server or JVM starts; xdist's workers inherit it.
-use_ram_scratch()
 
 # The tests' JVMs (spark-submit's, pyspark's, a standalone cluster's daemons) compile with C1 only and collect with the
 # serial collector: a short-lived JVM then starts about twice as fast on two cores (a local session: 16-20 s -> 9 s
