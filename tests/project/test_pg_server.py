@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from support.pg_server import BIN_DIR_VARIABLE, PostgresServer
+from support.pg_server import BIN_DIR_VARIABLE, RAM_DIR, PostgresServer, ram_base_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,6 +95,18 @@ def test_metastore_url_yields_sqlite_and_postgres(metastore_url, request, tmp_pa
     if kind == "sqlite":
         assert metastore_url == f"sqlite:///{tmp_path}/metastore.db"
         assert (tmp_path / "metastore.db").is_file()
+
+
+@pytest.mark.postgres
+def test_the_run_s_server_keeps_its_data_on_a_ram_file_system_where_there_is_one(postgres_server, tmp_path):
+    assert ram_base_dir(tmp_path) is None  # a directory that is not a tmpfs mount
+    assert ram_base_dir(tmp_path / "missing") is None
+    if ram_base_dir() is not None:
+        assert postgres_server.data_dir.is_relative_to(RAM_DIR)
+        [(directory,)] = _query(postgres_server.url(), "SHOW data_directory")
+        assert Path(directory).is_relative_to(RAM_DIR)
+    else:
+        assert not postgres_server.data_dir.is_relative_to(RAM_DIR)
 
 
 @pytest.mark.postgres

@@ -40,6 +40,11 @@ SETTINGS = {
     "max_connections": "200",
 }
 START_TIMEOUT_SECONDS = 30
+#: Where `ram_base_dir()` looks: Linux's shared-memory tmpfs.
+RAM_DIR = Path("/dev/shm")
+#: Free room `ram_base_dir()` asks for: a test run's databases take well under 1 GiB.
+RAM_MIN_FREE_BYTES = 2 << 30
+_TMPFS_TYPE = "tmpfs"
 # Longest unix socket path most kernels accept (sun_path is 108 bytes with the trailing NUL).
 _MAX_SOCKET_PATH = 107
 _DATABASE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -319,6 +324,26 @@ class PostgresServer:
                 self._watchdog.kill()
                 self._watchdog.wait()
             self._watchdog = None
+
+
+def ram_base_dir(directory: Path = RAM_DIR) -> Path | None:
+    """`directory` when it is a tmpfs mount other users can write to (the server runs as `acidpg` under root) with
+    RAM_MIN_FREE_BYTES free, else None: a base for a throwaway server's data directory that costs no disk I/O.
+
+    Why: on an ext4 disk creating a file costs about 0.3 ms of kernel time, and a `CREATE DATABASE ... TEMPLATE`
+    copies about 400 files (300 ms; 11 ms on tmpfs); a test run creates one database per PostgreSQL test.
+    """
+    try:
+        stats = os.statvfs(directory)
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    if stats.f_bavail * stats.f_frsize < RAM_MIN_FREE_BYTES or not os.stat(directory).st_mode & 0o002:
+        return None
+    target = str(directory.resolve())
+    tmpfs = any(len(fields) >= 3 and fields[1] == target and fields[2] == _TMPFS_TYPE
+                for fields in (line.split() for line in mounts))
+    return directory if tmpfs else None
 
 
 def _has_server_commands(directory: Path) -> bool:
