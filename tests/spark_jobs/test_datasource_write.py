@@ -61,17 +61,17 @@ def hidden_or_parts(location: str) -> list[str]:
     return found
 
 
-def swept_by_housekeeping(store, location: str) -> None:
-    """Housekeeping removes what a failed write staged: what the abort found, and what tasks Spark was still killing
-    wrote after it (the abort leaves the staging record for that)."""
-    deadline = time.monotonic() + 30
-    while True:
-        remove_abandoned_staging(store)
-        left = hidden_or_parts(location)
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert left == []
+def swept_by_housekeeping(spark, store, location: str) -> None:
+    """Housekeeping, run once the failed write's tasks are gone (its runs are minutes apart), removes what the write
+    staged: what the abort found, and what tasks Spark was still killing wrote after it (the abort leaves the staging
+    record for that). A sweep the moment the write failed could forget the record before such a task wrote."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + 60
+    while sum(executor.numRunningTasks() for executor in tracker.getExecutorInfos()) > 0:
+        assert time.monotonic() < deadline, "the failed write's tasks still run after 60 s"
+        time.sleep(0.1)
+    _, problems = remove_abandoned_staging(store)
+    assert problems == [] and hidden_or_parts(location) == []
     assert store.txns.abandoned_staging(limit=10) == []
 
 
@@ -174,7 +174,7 @@ def test_a_task_failing_leaves_the_table_and_its_directories_as_they_were(spark,
         with pytest.raises(Exception, match="task failure on purpose"):
             save(doomed, store, "sales", mode=mode)
         assert read(spark, store, "sales") == stored(store, "sales") == before
-        swept_by_housekeeping(store, table.info.location)
+        swept_by_housekeeping(spark, store, table.info.location)
         assert {p.spec["region"] for p in store.catalog.list_partitions("default", "sales")} == {"eu"}
         assert store.txns.snapshot(["default.sales"]).write_ids["default.sales"].open_ids == ()
     save(frame(spark, [(2, "later", 2.0, "eu")]), store, "sales")  # the failed writes' locks are gone
