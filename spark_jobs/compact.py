@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark_jobs.session import build_session
 
     name = "acid-compaction-batch" if args.batch else f"acid-compaction-{args.compaction_id}"
-    spark = build_session(name)
+    spark = build_session(name, data_source=False)  # it reads and writes its files itself
     metastore = Metastore(args.metastore)
     worker_id = args.worker_id
     application_id = spark.sparkContext.applicationId

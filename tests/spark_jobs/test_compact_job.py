@@ -19,6 +19,7 @@ from support.compaction_support import (
     PartitionedTestTable,
     compact_command,
     compact_environment,
+    data_source_lookup_probe,
     fingerprint,
     hidden_entries,
     kill_session,
@@ -83,10 +84,15 @@ def test_minor_compaction_keeps_every_event_and_readers_switch_to_it(store, acid
     before, other_before = table.rows(1), fingerprint(table.location(2))
     queued = store.compactions.enqueue("default", "minor_t", table.partition(1), CompactionType.MINOR)
 
-    result = run_compact(queued.compaction_id, store.url, acid_home)
+    environment = compact_environment(acid_home)
+    looked_up = data_source_lookup_probe(environment, acid_home / "probe")
+
+    result = run_compact(queued.compaction_id, store.url, acid_home, environment=environment)
 
     assert result.returncode == 0, result.stderr
     assert f"compaction {queued.compaction_id}: compacted" in result.stdout
+    # no data source registered: Spark never started its look-up of Python data sources (about 1 s per application)
+    assert not looked_up.exists()
     entry = assert_ready_for_cleaning(store, queued.compaction_id)
     suffix = f"{first_delta:07d}_{entry.highest_write_id:07d}_v{entry.txn_id:07d}"
     state = reader_state(table, 1)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
-from support.compaction_support import ROOT, compact_environment
+from support.compaction_support import ROOT, compact_environment, data_source_lookup_probe
 from support.processes import kill_session
 from support.read_tables import Table, expected_rows
 from support.timeouts import timing_out
@@ -188,11 +188,13 @@ def test_a_query_killed_in_and_between_batches_and_restarted_writes_every_row_on
     table = Table(store, "events")
     source, checkpoint, hold = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "hold"
     model = collections.Counter(write_inputs(source, files=8, rows=6))
+    environment = compact_environment(tmp_path / "home")
+    # the control of test_compact_job's check that a compaction skips Spark's look-up of Python data sources
+    looked_up = data_source_lookup_probe(environment, tmp_path / "probe")
 
     def start() -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-c", CHILD, store.url, str(source), str(checkpoint), str(hold)],
-                                cwd=ROOT,
-                                env=compact_environment(tmp_path / "home"), stdout=subprocess.DEVNULL,
+                                cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
 
     def state():
@@ -227,6 +229,7 @@ def test_a_query_killed_in_and_between_batches_and_restarted_writes_every_row_on
         hold.unlink()
     killed_in = state()
     assert killed_in.pending_txn_id is not None and killed_in.last_batch < 3
+    assert looked_up.exists()  # a session that registers the hiveacid source: Spark looked up Python's sources
     assert stored(store, "events") == sorted(r for r in model.elements()
                                              if r[0] // 1000 < 2 * (killed_in.last_batch + 1))
 

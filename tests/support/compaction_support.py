@@ -119,12 +119,25 @@ def compact_environment(acid_home: Path, *, master: str | None = "local[2]") -> 
     return environment
 
 
+def data_source_lookup_probe(environment: dict[str, str], directory: Path) -> Path:
+    """Put a module on `environment`'s PYTHONPATH that leaves a marker file (returned) when Spark looks up the data
+    sources installed in Python: once per application, at the first registration or use of a data source, a Python
+    process imports every `pyspark_*` module on the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = directory / "looked-up"
+    (directory / "pyspark_lookup_probe.py").write_text(f"open({str(marker)!r}, 'a').close()\n")
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(directory), environment.get("PYTHONPATH")]))
+    return marker
+
+
 def run_compact(compaction_id: int, metastore_url: str, acid_home: Path, *extra: str,
-                master: str | None = "local[2]", timeout: float = 300) -> subprocess.CompletedProcess:
+                master: str | None = "local[2]", timeout: float = 300,
+                environment: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`acid compact run ID --metastore URL` to the end, in its own session so that everything it starts can be
-    ended afterwards (also on a time-out)."""
+    ended afterwards (also on a time-out); in `environment` if given, else `compact_environment`."""
+    environment = environment if environment is not None else compact_environment(acid_home, master=master)
     process = subprocess.Popen(compact_command(compaction_id, metastore_url, *extra), cwd=ROOT, text=True,
-                               env=compact_environment(acid_home, master=master), stdout=subprocess.PIPE,
+                               env=environment, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
