@@ -357,7 +357,7 @@ def test_make_run_starts_airflow_prints_a_working_login_and_ctrl_c_stops_everyth
                 dags = {dag["dag_id"]: dag["is_paused"] for dag in json.loads(response.read())["dags"]}
             if wanted <= set(dags) or time.monotonic() > deadline:
                 break
-            time.sleep(2)
+            time.sleep(0.5)
         assert wanted <= set(dags) and not any(dags[dag_id] for dag_id in wanted), dags
         writer_log = home / "logs" / "writer.log"
         assert "streamed a batch" in writer_log.read_text()

@@ -75,7 +75,7 @@ def _wait(what: str, check, *, timeout: float, log: Path, standalone: subprocess
         if found:
             return found
         assert time.monotonic() < deadline, f"{what} within {timeout} s; {log} ends with:\n{log.read_text()[-3000:]}"
-        time.sleep(2)
+        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
