@@ -2,6 +2,11 @@
 standalone` and everything standalone started with it (its guard stops them), a closed terminal stops the platform in
 order, and the next start on the same ACID_HOME stops what a dead launcher and guard left, then comes up.
 
+One chain of three starts on one ACID_HOME and port serves both tests (each start of the platform costs about 40 s
+of the two cores): the first is SIGKILLed and its guard cleans up; the second comes up after it, then its writer is
+stopped (SIGSTOP), its guard killed and it is SIGKILLed; the third stops what the second left, comes up, and stops
+in order when its terminal closes. The chain records what it saw; the tests check it.
+
 Each launcher runs on a pseudo-terminal that is its controlling terminal, as under `make run` in a shell, so closing
 the terminal sends it SIGHUP as the kernel does. All traffic stays on loopback.
 """
@@ -20,6 +25,7 @@ import sys
 import termios
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -165,90 +171,113 @@ def _port_free(port: int) -> bool:
         return True
 
 
-@pytest.mark.slow
-@pytest.mark.airflow
-def test_a_sigkilled_launcher_leaves_nothing_and_the_next_start_comes_up_and_stops_when_its_terminal_closes(tmp_path):
-    home = tmp_path / "home"
+@dataclass
+class Chain:
+    """What the three starts showed (see the module's docstring)."""
+
+    home: Path
+    port: int
+    first: dict = field(default_factory=dict)
+    second: dict = field(default_factory=dict)
+    third: dict = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Chain:
+    home = tmp_path_factory.mktemp("cleanup") / "home"
     port = free_port()
     env = clean_environment(home, AIRFLOW__API__PORT=str(port))
-    first = Run(env)
-    second = None
+    seen = Chain(home, port)
+    runs: list[Run] = []
     try:
+        # 1: SIGKILL to the launcher; its guard stops what it started.
+        first = Run(env)
+        runs.append(first)
         first.wait_until_ready()
         processes, sessions = first.snapshot()
         running = {pid: _command(pid) for pid in processes}
-        # standalone's own children (grandchildren of the launcher, no PR_SET_PDEATHSIG) are the ones at risk
-        for part in ("api_server", "airflow scheduler", "airflow triggerer", "acid_platform.demo"):
-            assert any(part in command for command in running.values()), (part, running)
-        unmarked = {pid: command for pid, command in running.items() if pid != first.process.pid
-                    and "--guard" not in command and _run_of(pid) not in (f"{first.process.pid}@{home}", None)}
-        assert unmarked == {}  # all the platform's processes carry the run's mark (processes.RUN_VARIABLE)
-
+        seen.first.update(
+            running=running,
+            # all the platform's processes carry the run's mark (processes.RUN_VARIABLE)
+            unmarked={pid: command for pid, command in running.items() if pid != first.process.pid
+                      and "--guard" not in command and _run_of(pid) not in (f"{first.process.pid}@{home}", None)},
+            mark=f"{first.process.pid}@{home}")
         first.process.send_signal(signal.SIGKILL)
         first.process.wait(timeout=30)
-        left, took = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
-        print(f"after SIGKILL to the launcher, all {len(processes)} processes were gone in {took:.1f} s")
-        assert left == [], f"left {took:.1f} s after SIGKILL:\n" + "\n".join(left)
-        assert _port_free(port)
-        guard_log = (home / "logs" / "guard.log").read_text()
-        assert f"guard of run {first.process.pid}@{home}" in guard_log and "stopped them all" in guard_log, guard_log
+        seen.first["left"], seen.first["took"] = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
+        seen.first["port_free"] = _port_free(port)
+        seen.first["guard_log"] = (home / "logs" / "guard.log").read_text()
         first.close_terminal()
 
-        # The next start on the same home and port comes up; closing its terminal (SIGHUP) stops it in order.
+        # 2: the next start comes up; then a dead launcher and a dead guard leave its writer behind (stopped: the
+        # SIGTERM it gets when the launcher dies waits while it is stopped).
         second = Run(env)
+        runs.append(second)
         second.wait_until_ready()
-        assert "earlier `make run`" not in second.output  # the guard left nothing to stop
-        assert _health(port)["metadatabase"]["status"] == "healthy"
-        processes, sessions = second.snapshot()
-        second.close_terminal()
-        status = second.process.wait(timeout=180)
-        assert status == 0  # a requested stop, the output to the closed terminal notwithstanding
-        left, took = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
-        assert left == [], "left after the terminal closed:\n" + "\n".join(left)
-        assert "stopped after" in (home / "logs" / "writer.log").read_text()  # SIGTERM from the launcher, in order
-        assert "without stopping" not in (home / "logs" / "guard.log").read_text()  # it left nothing to its guard
+        seen.second.update(output=second.output, health=_health(port))
+        second.snapshot()
+        writer, guard = second.child("acid_platform.demo"), second.child("--guard")
+        writer.suspend()
+        guard.kill()
+        second.process.send_signal(signal.SIGKILL)
+        second.process.wait(timeout=30)
+        seen.second.update(writer=writer.pid, writer_left=writer.is_running() and writer.pid in _home_processes(home))
+
+        # 3: the next start stops the second's leftovers and comes up; closing its terminal (SIGHUP) stops it in order.
+        third = Run(env)
+        runs.append(third)
+        third.wait_until_ready()
+        seen.third.update(output=third.output, health=_health(port),
+                          writer_gone=not writer.is_running() or writer.status() == psutil.STATUS_ZOMBIE)
+        processes, sessions = third.snapshot()
+        guard = third.child("--guard")
+        seen.third["others"] = {pid: command for pid, command in _home_processes(home).items()
+                                if pid not in (third.process.pid, guard.pid)
+                                and _run_of(pid) not in (f"{third.process.pid}@{home}", None)}
+        writer_log, guard_log = home / "logs" / "writer.log", home / "logs" / "guard.log"
+        logged = (len(writer_log.read_text()), len(guard_log.read_text()))
+        third.close_terminal()
+        seen.third["status"] = third.process.wait(timeout=180)
+        seen.third["left"], _ = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
+        seen.third["writer_log"], seen.third["guard_log"] = writer_log.read_text()[logged[0]:], \
+            guard_log.read_text()[logged[1]:]
     finally:
-        first.end()
-        if second is not None:
-            second.end()
+        for run in runs:
+            run.end()
+    return seen
 
 
 @pytest.mark.slow
 @pytest.mark.airflow
-def test_the_next_start_stops_what_a_dead_launcher_and_its_dead_guard_left(tmp_path):
-    home = tmp_path / "home"
-    port = free_port()
-    env = clean_environment(home, AIRFLOW__API__PORT=str(port))
-    first = Run(env)
-    second = None
-    try:
-        first.wait_until_ready()
-        first.snapshot()
-        writer, guard = first.child("acid_platform.demo"), first.child("--guard")
-        writer.suspend()  # a leftover for sure: the SIGTERM it gets when the launcher dies waits while it is stopped
-        guard.kill()
-        first.process.send_signal(signal.SIGKILL)
-        first.process.wait(timeout=30)
-        assert writer.is_running() and writer.pid in _home_processes(home)
+def test_a_sigkilled_launcher_leaves_nothing_and_the_next_start_comes_up_and_stops_when_its_terminal_closes(chain):
+    first, second, third = chain.first, chain.second, chain.third
+    # standalone's own children (grandchildren of the launcher, no PR_SET_PDEATHSIG) are the ones at risk
+    for part in ("api_server", "airflow scheduler", "airflow triggerer", "acid_platform.demo"):
+        assert any(part in command for command in first["running"].values()), (part, first["running"])
+    assert first["unmarked"] == {}
+    print(f"after SIGKILL to the launcher, all {len(first['running'])} processes were gone in {first['took']:.1f} s")
+    assert first["left"] == [], f"left {first['took']:.1f} s after SIGKILL:\n" + "\n".join(first["left"])
+    assert first["port_free"]
+    assert f"guard of run {first['mark']}" in first["guard_log"] and "stopped them all" in first["guard_log"], \
+        first["guard_log"]
 
-        second = Run(env)
-        second.wait_until_ready()
-        assert "process(es) of an earlier `make run`" in second.output and f"{writer.pid} " in second.output, \
-            second.output
-        assert _health(port)["metadatabase"]["status"] == "healthy"
-        processes, sessions = second.snapshot()
-        assert not writer.is_running() or writer.status() == psutil.STATUS_ZOMBIE
-        guard = second.child("--guard")
-        others = {pid: command for pid, command in _home_processes(home).items()
-                  if pid not in (second.process.pid, guard.pid)
-                  and _run_of(pid) not in (f"{second.process.pid}@{home}", None)}
-        assert others == {}  # nothing of the first run left
+    # The next start on the same home and port comes up (the guard left nothing to stop) ...
+    assert "earlier `make run`" not in second["output"]
+    assert second["health"]["metadatabase"]["status"] == "healthy"
+    # ... and a start closing its terminal (SIGHUP) stops in order.
+    assert third["status"] == 0  # a requested stop, the output to the closed terminal notwithstanding
+    assert third["left"] == [], "left after the terminal closed:\n" + "\n".join(third["left"])
+    assert "stopped after" in third["writer_log"]  # SIGTERM from the launcher, in order
+    assert "without stopping" not in third["guard_log"]  # it left nothing to its guard
 
-        second.process.send_signal(signal.SIGKILL)
-        second.process.wait(timeout=30)
-        left, took = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
-        assert left == [], f"left {took:.1f} s after SIGKILL:\n" + "\n".join(left)
-    finally:
-        first.end()
-        if second is not None:
-            second.end()
+
+@pytest.mark.slow
+@pytest.mark.airflow
+def test_the_next_start_stops_what_a_dead_launcher_and_its_dead_guard_left(chain):
+    second, third = chain.second, chain.third
+    assert second["writer_left"]
+    assert "process(es) of an earlier `make run`" in third["output"] and f"{second['writer']} " in third["output"], \
+        third["output"]
+    assert third["health"]["metadatabase"]["status"] == "healthy"
+    assert third["writer_gone"]
+    assert third["others"] == {}  # nothing of the second run left
