@@ -116,7 +116,7 @@ def build_session(app_name: str, *, master: str | None = None, conf: Mapping[str
     `hiveacid` data source registered unless `data_source` is False.
 
     Registering costs an application a Python process that Spark starts first to look up the data sources installed
-    in Python (about 1.3 s of CPU, 1 s of a compaction's wall time on two cores): jobs that never name a data source,
+    in Python (1-1.7 s of CPU and of a compaction's wall time on two cores): jobs that never name a data source,
     such as a compaction, which reads and writes its files itself, leave it out.
 
     If a session already runs in this process, Spark returns it (its master and static settings stay as they were).

@@ -175,8 +175,6 @@ def _port_free(port: int) -> bool:
 class Chain:
     """What the three starts showed (see the module's docstring)."""
 
-    home: Path
-    port: int
     first: dict = field(default_factory=dict)
     second: dict = field(default_factory=dict)
     third: dict = field(default_factory=dict)
@@ -187,7 +185,7 @@ def chain(tmp_path_factory) -> Chain:
     home = tmp_path_factory.mktemp("cleanup") / "home"
     port = free_port()
     env = clean_environment(home, AIRFLOW__API__PORT=str(port))
-    seen = Chain(home, port)
+    seen = Chain()
     runs: list[Run] = []
     try:
         # 1: SIGKILL to the launcher; its guard stops what it started.
@@ -239,8 +237,8 @@ def chain(tmp_path_factory) -> Chain:
         third.close_terminal()
         seen.third["status"] = third.process.wait(timeout=180)
         seen.third["left"], _ = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
-        seen.third["writer_log"], seen.third["guard_log"] = writer_log.read_text()[logged[0]:], \
-            guard_log.read_text()[logged[1]:]
+        seen.third["writer_log"] = writer_log.read_text()[logged[0]:]
+        seen.third["guard_log"] = guard_log.read_text()[logged[1]:]
     finally:
         for run in runs:
             run.end()

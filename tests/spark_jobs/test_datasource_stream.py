@@ -176,8 +176,9 @@ CHILD = textwrap.dedent("""
         return value
 
     query = (spark.readStream.schema("id bigint, name string, amount double").option("maxFilesPerTrigger", 2)
-             .json(source).repartition(2).withColumn("id", slowly("id")).writeStream.format("hiveacid").option("metastore", url)
-             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start("default.events"))
+             .json(source).repartition(2).withColumn("id", slowly("id"))
+             .writeStream.format("hiveacid").option("metastore", url).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start("default.events"))
     query.awaitTermination(600)
     spark.stop()
 """)
