@@ -28,6 +28,7 @@ from acid_core.format.rowid import encode_bucket
 from acid_core.format.values import RowChecker
 from acid_core.metastore import Metastore
 from acid_core.metastore.locations import data_location
+from acid_core.metastore.locks import LOCK_TIMEOUT_MS
 from acid_core.metastore.txns import Operation
 from acid_core.storage.fs import FileSystem
 from acid_core.write.publish import write_format_file
@@ -80,7 +81,8 @@ class StreamingConnection:
 
     def __init__(self, metastore: Metastore, database: str, table: str, *, partition: Mapping[str, Any] | None = None,
                  batch_size: int = 10, agent_info: str = "acid-streaming", compression: str = "ZLIB",
-                 heartbeat_interval_s: float | None = None, fs: FileSystem | None = None) -> None:
+                 heartbeat_interval_s: float | None = None, fs: FileSystem | None = None,
+                 lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> None:
         self.metastore = metastore
         self.table = metastore.catalog.require_transactional(database, table)
         self.partition_name = self.table.partition_name(partition or {})
@@ -97,7 +99,10 @@ class StreamingConnection:
         if not 1 <= batch_size <= metastore.txns.max_open_batch:
             raise AcidError(f"batch size {batch_size} must be in 1..{metastore.txns.max_open_batch}")
         self.batch_size = batch_size
+        if lock_timeout_ms < 0:
+            raise AcidError(f"lock timeout {lock_timeout_ms} ms must not be negative")
         self.agent_info = agent_info
+        self.lock_timeout_ms = lock_timeout_ms
         self.compression = compression
         self.rows = RowChecker(self.table.columns)
         self._place = (bucket_function(self.table.columns, self.table.bucket_columns, self.table.num_buckets,
@@ -146,7 +151,12 @@ class StreamingConnection:
             write_format_file(self.fs, self._directory)  # in place: its uncommitted write ids hide it
 
     def begin_transaction(self) -> int:
-        """Start the next transaction of the batch (opening a new batch when this one is used up)."""
+        """Start the next transaction of the batch (opening a new batch when this one is used up).
+
+        If it raises after taking the batch's next transaction (its lock not granted within `lock_timeout_ms`, or the
+        metastore lost), that transaction is the current one, so `abort_transaction` (or `close`) ends it and
+        releases what it holds; `current_txn_id` says whether there is one.
+        """
         with self._lock:
             self._check_usable()
             if self._current is not None:
@@ -156,11 +166,11 @@ class StreamingConnection:
                 self._fetch_batch()
             write = self._batch[self._next_in_batch]
             self._next_in_batch += 1
-            write.lock()
+            self._current = write  # held from here: heart-beaten, and ended by abort_transaction or close
+            write.lock(timeout_ms=self.lock_timeout_ms)
             write.record(self.partition_name, Operation.INSERT)
             if not self._delta_per_batch:
                 self._open_directory(delta_dir_name(write.write_id, write.write_id))
-            self._current = write
             return write.txn_id
 
     def write(self, rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> int:

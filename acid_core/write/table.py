@@ -73,11 +73,12 @@ class AcidTable:
 
     def stream(self, *, partition: Mapping[str, Any] | None = None, batch_size: int = 10,
                agent_info: str = "acid-streaming", compression: str = "ZLIB",
-               heartbeat_interval_s: float | None = None) -> StreamingConnection:
+               heartbeat_interval_s: float | None = None,
+               lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> StreamingConnection:
         """Hive's streaming connection to the table (or a static partition of it)."""
         return StreamingConnection(self.metastore, self.info.database, self.info.name, partition=partition,
                                    batch_size=batch_size, agent_info=agent_info, compression=compression,
-                                   heartbeat_interval_s=heartbeat_interval_s)
+                                   heartbeat_interval_s=heartbeat_interval_s, lock_timeout_ms=lock_timeout_ms)
 
 
 def _split(name: str, table: str | None) -> tuple[str, str]:

@@ -6,9 +6,10 @@ import os
 
 import pytest
 
-from acid_core.errors import InvalidRowError, NotTransactionalError, TxnStateError
+from acid_core.errors import AcidError, InvalidRowError, LockTimeoutError, NotTransactionalError, TxnStateError
 from acid_core.metastore import Metastore
 from acid_core.metastore.engine import ManualClock
+from acid_core.metastore.locks import LockComponent, LockType
 from acid_core.read.merge import read_snapshot
 from acid_core.write.streaming import StreamingConnection
 
@@ -111,6 +112,47 @@ def test_misuse_and_bad_rows(metastore):
     stream.close()
     with pytest.raises(Exception, match="closed"):
         stream.begin_transaction()
+
+
+def _open(store: Metastore) -> list[tuple[int, str]]:
+    return [(t.txn_id, t.agent_info) for t in store.txns.show_transactions() if t.state == "o"]
+
+
+def test_a_transaction_whose_begin_fails_is_current_until_aborted_or_closed(metastore):
+    """Its lock not granted (or the metastore lost) after the batch's next transaction was taken: that transaction is
+    the current one, so the caller's abort (or close) ends it; before, it stayed open, unheart-beaten, until it timed
+    out, and held back the cleaner for as long."""
+    holder = metastore.txns.open_txn(agent_info="holder")
+    metastore.locks.acquire([LockComponent("default", "events", "ds=f", LockType.EXCLUSIVE)], txn_id=holder)
+    stream = StreamingConnection(metastore, "default", "events", partition={"ds": "f"}, batch_size=3,
+                                 lock_timeout_ms=0)
+    with pytest.raises(LockTimeoutError, match="not granted within 0 ms"):
+        stream.begin_transaction()
+    taken = stream.current_txn_id
+    assert taken is not None and (taken, "acid-streaming") in _open(metastore)
+    with pytest.raises(TxnStateError, match=f"transaction {taken} is still open"):
+        stream.begin_transaction()
+    stream.abort_transaction()
+    assert stream.current_txn_id is None
+    assert [txn for txn, agent in _open(metastore) if agent == "acid-streaming"] == [taken + 1, taken + 2]
+
+    with pytest.raises(LockTimeoutError):
+        stream.begin_transaction()
+    stream.close()  # aborts the current one and the batch's last
+    assert _open(metastore) == [(holder, "holder")]
+    metastore.txns.commit(holder)
+
+    with StreamingConnection(metastore, "default", "events", partition={"ds": "f"}, batch_size=1) as after:
+        after.begin_transaction()
+        after.write([(1, "after the lock")])
+        after.commit_transaction()
+    location = metastore.catalog.get_table("default", "events").location + "/ds=f"
+    assert _visible(metastore, location) == [(1, "after the lock")]
+
+
+def test_a_negative_lock_timeout_is_refused(metastore):
+    with pytest.raises(AcidError, match="lock timeout -1 ms must not be negative"):
+        StreamingConnection(metastore, "default", "events", partition={"ds": "g"}, lock_timeout_ms=-1)
 
 
 def test_refuses_non_transactional_tables_and_bad_partitions(metastore):
