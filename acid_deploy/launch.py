@@ -179,10 +179,11 @@ def submission(*, name: str, arguments: Sequence[str], master: str, job_conf: Ma
         LaunchError: the job file cannot be found.
         MetastoreError: `metastore_url` cannot be parsed (its text is not shown).
     """
+    from acid_deploy.job_conf import local_python_conf
     from acid_deploy.shipping import combine_conf
 
     job_file = job_path()
-    conf = combine_conf({**(configured or {}), **job_conf}, shipped)
+    conf = combine_conf({**local_python_conf(master), **(configured or {}), **job_conf}, shipped)
     conf.setdefault(JAVA_OPTIONS_CONF, quiet_driver_java_options(job_file))
     environment = driver_environment(master=master, shipped=shipped, metastore_url=metastore_url,
                                      warehouse=warehouse, own=own_environment,

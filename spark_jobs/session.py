@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from acid_core.errors import AcidError
 from acid_core.metastore.properties import PYSPARK_MEMORY_CONF
-from acid_deploy.job_conf import DEFAULT_PYSPARK_MEMORY, local_driver_environment
+from acid_deploy.job_conf import DEFAULT_PYSPARK_MEMORY, local_driver_environment, local_python_conf
 from acid_deploy.shipping import combine_conf, executor_conf, is_local_master, options_from_env
 from spark_jobs.datasource import HiveAcidDataSource
 
@@ -99,10 +99,10 @@ def resolve_master(master: str | None = None) -> str:
 def session_conf(master: str, conf: Mapping[str, object] | None = None, *,
                  shipped: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every setting `build_session` applies: the defaults, then (local masters only) this repository on the Python
-    workers' PYTHONPATH, then `conf`, which wins (e.g. `{"spark.ui.enabled": "true"}` to get the UI back), then
+    workers' PYTHONPATH and their daemon `acid_deploy.job_conf.local_python_conf`, then `conf`, which wins (e.g. `{"spark.ui.enabled": "true"}` to get the UI back), then
     `shipped` (`acid_deploy.shipping.executor_conf` of a cluster master: code zip and archives joined to any in `conf`,
     the executors' Python)."""
-    settings = dict(DEFAULT_CONF)
+    settings = {**DEFAULT_CONF, **local_python_conf(master)}
     if is_local_master(master):  # Spark adds its own entries and the driver's $PYTHONPATH to this
         settings["spark.executorEnv.PYTHONPATH"] = REPOSITORY_ROOT
     settings.update({str(key): str(value).lower() if isinstance(value, bool) else str(value)

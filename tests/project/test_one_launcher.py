@@ -106,10 +106,17 @@ def test_the_command_names_the_job_its_arguments_and_settings_in_the_providers_o
         "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{log_config}",
         "--conf", "spark.executor.memory=8g",  # the compaction's beats the launcher's
         "--conf", "spark.executor.pyspark.memory=2g",
+        "--conf", "spark.python.daemon.module=spark_jobs.python_daemon",  # a local master's Python workers
         "--conf", "spark.submit.pyFiles=/ship/code.zip",
         "--conf", "spark.ui.enabled=false",
         "--name", "acid-compaction-7", "--deploy-mode", "client",
         application, "--compaction-id", "7", "--worker-id", "host-w", "--result-file", "/tmp/r.json"]
+
+
+def test_only_a_local_masters_python_workers_run_the_projects_daemon():
+    assert _submission(master="local[*]").conf["spark.python.daemon.module"] == "spark_jobs.python_daemon"
+    assert "spark.python.daemon.module" not in _submission(master="spark://m:7077").conf  # the code ships per task
+    assert _submission(configured={"spark.python.daemon.module": "mine"}).conf["spark.python.daemon.module"] == "mine"
 
 
 def test_the_launchers_own_java_options_and_file_lists_are_kept():
