@@ -21,6 +21,7 @@ import os
 import re
 import sys
 from collections.abc import Container, Sequence
+from pathlib import Path
 
 _PY4J_ZIP = re.compile(r"py4j-(?P<version>[0-9][0-9A-Za-z.]*)-src\.zip")
 _VERSION = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.MULTILINE)
@@ -37,30 +38,22 @@ def without_spark_zips(path: Sequence[str], loaded: Container[str]) -> list[str]
     path = list(path)
     if "pyspark" in loaded or "py4j" in loaded:
         return path  # already imported from wherever it was found first: mixing the two would be worse
-    zips = [entry for entry in path if entry.endswith(".zip") and _in_spark_python_lib(entry)]
-    if not zips:
-        return path
+    zips = [entry for entry in path if entry.endswith(".zip") and Path(entry).parent.parts[-2:] == ("python", "lib")]
     others = [entry for entry in path if entry not in zips]
-    remove: list[str] = []
-    for entry in zips:
-        name = os.path.basename(entry)
-        if name == "pyspark.zip":
-            installed = _installed_package("pyspark", others)
-            spark_home = os.path.dirname(os.path.dirname(os.path.dirname(entry)))
-            if installed is not None and os.path.realpath(installed) == os.path.realpath(spark_home):
-                remove.append(entry)
-        elif match := _PY4J_ZIP.fullmatch(name):
-            installed = _installed_package("py4j", others)
-            if installed is not None and _package_version(installed) == match.group("version"):
-                remove.append(entry)
-    if len(remove) != len(zips):  # pyspark's modules import py4j's of their own release
-        return path
-    return others
+    # both or neither: pyspark's modules import py4j's of their own release
+    return others if zips and all(_installed_copy(entry, others) for entry in zips) else path
 
 
-def _in_spark_python_lib(entry: str) -> bool:
-    parent = os.path.dirname(entry)
-    return os.path.basename(parent) == "lib" and os.path.basename(os.path.dirname(parent)) == "python"
+def _installed_copy(zip_path: str, path: list[str]) -> bool:
+    """Whether Spark's zip holds what the package installed on `path` holds: `pyspark.zip` of a SPARK_HOME that is the
+    installed pyspark's directory, py4j's zip of the installed py4j's version (any other zip: no)."""
+    name = os.path.basename(zip_path)
+    if name == "pyspark.zip":
+        installed = _installed_package("pyspark", path)
+        return installed is not None and os.path.realpath(installed) == os.path.realpath(Path(zip_path).parents[2])
+    match = _PY4J_ZIP.fullmatch(name)
+    installed = _installed_package("py4j", path) if match else None
+    return match is not None and installed is not None and _package_version(installed) == match.group("version")
 
 
 def _installed_package(name: str, path: list[str]) -> str | None:

@@ -99,12 +99,13 @@ def resolve_master(master: str | None = None) -> str:
 def session_conf(master: str, conf: Mapping[str, object] | None = None, *,
                  shipped: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every setting `build_session` applies: the defaults, then (local masters only) this repository on the Python
-    workers' PYTHONPATH and their daemon `acid_deploy.job_conf.local_python_conf`, then `conf`, which wins (e.g. `{"spark.ui.enabled": "true"}` to get the UI back), then
-    `shipped` (`acid_deploy.shipping.executor_conf` of a cluster master: code zip and archives joined to any in `conf`,
-    the executors' Python)."""
-    settings = {**DEFAULT_CONF, **local_python_conf(master)}
+    workers' PYTHONPATH and their daemon (`acid_deploy.job_conf.local_python_conf`), then `conf`, which wins (e.g.
+    `{"spark.ui.enabled": "true"}` to get the UI back), then `shipped` (`acid_deploy.shipping.executor_conf` of a
+    cluster master: code zip and archives joined to any in `conf`, the executors' Python)."""
+    settings = dict(DEFAULT_CONF)
     if is_local_master(master):  # Spark adds its own entries and the driver's $PYTHONPATH to this
         settings["spark.executorEnv.PYTHONPATH"] = REPOSITORY_ROOT
+        settings.update(local_python_conf(master))
     settings.update({str(key): str(value).lower() if isinstance(value, bool) else str(value)
                      for key, value in (conf or {}).items()})
     return combine_conf(settings, shipped or {})
