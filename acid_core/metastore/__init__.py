@@ -1,59 +1,34 @@
 """The ACID metastore: transactions, write ids, locks, the compaction queue, reader leases, streaming queries' batches
 and the table catalog.
 
-`Metastore` bundles them over one database (PostgreSQL in production, SQLite embedded). The schema lives in `sql/`.
+`Metastore` (acid_core/metastore/store.py) bundles them over one database (PostgreSQL in production, SQLite
+embedded). The schema lives in `sql/`.
+
+The package's own names load when first used (PEP 562): a process that needs only the value types of a submodule
+(`codes`, for example, in a Spark executor's Python worker running a compaction task) imports neither SQLAlchemy nor
+the stores.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING
 
-from acid_core.metastore.catalog import Catalog
-from acid_core.metastore.compactions import CompactionQueue
-from acid_core.metastore.engine import DEFAULT_OUTAGE_SECONDS, Clock, Database, Identity, default_url
-from acid_core.metastore.leases import ReaderLeases
-from acid_core.metastore.locks import LockManager
-from acid_core.metastore.streams import StreamCommits
-from acid_core.metastore.txns import DEFAULT_MAX_OPEN_BATCH, DEFAULT_TXN_TIMEOUT_MS, TxnStore
+if TYPE_CHECKING:
+    from acid_core.metastore.engine import default_url
+    from acid_core.metastore.store import Metastore, default_warehouse
 
-
-def default_warehouse(acid_home: str | None = None) -> str:
-    """`ACID_WAREHOUSE`, else `<ACID_HOME>/warehouse` (ACID_HOME defaults to `.acid-home`)."""
-    if os.environ.get("ACID_WAREHOUSE"):
-        location = os.environ["ACID_WAREHOUSE"]
-        return location if "://" in location else os.path.abspath(location)
-    return str(Path(acid_home or os.environ.get("ACID_HOME", ".acid-home")).resolve() / "warehouse")
+_HOMES = {"Metastore": "acid_core.metastore.store", "default_warehouse": "acid_core.metastore.store",
+          "default_url": "acid_core.metastore.engine"}
 
 
-class Metastore:
-    """One handle on the metastore database and the stores over it."""
-
-    def __init__(self, url: str | None = None, *, warehouse: str | None = None, clock: Clock | None = None,
-                 identity: Identity | None = None, txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS,
-                 max_open_batch: int = DEFAULT_MAX_OPEN_BATCH, pool_size: int = 5,
-                 outage_seconds: float = DEFAULT_OUTAGE_SECONDS) -> None:
-        self.db = Database(url or default_url(), clock=clock, identity=identity, pool_size=pool_size,
-                           outage_seconds=outage_seconds)
-        self.txns = TxnStore(self.db, txn_timeout_ms=txn_timeout_ms, max_open_batch=max_open_batch)
-        self.locks = LockManager(self.db, self.txns)
-        self.catalog = Catalog(self.db, warehouse or default_warehouse())
-        self.compactions = CompactionQueue(self.db, self.catalog)
-        self.leases = ReaderLeases(self.db, self.txns)
-        self.streams = StreamCommits(self.db)
-
-    @property
-    def url(self) -> str:
-        return self.db.url
-
-    def init(self) -> int:
-        """Create or upgrade the schema and the default database; idempotent. Returns the schema version."""
-        version = self.db.init_schema()
-        self.catalog.ensure_default_database()
-        return version
-
-    def close(self) -> None:
-        self.db.dispose()
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = ["Metastore", "default_url", "default_warehouse"]

@@ -22,7 +22,7 @@ from acid_core.metastore.txns import Operation
 # forkserver: a clean server process (no connection, no thread of the test's) imports the metastore once and forks
 # each worker from it, instead of each worker starting a new interpreter and importing it again (spawn)
 CONTEXT = multiprocessing.get_context("forkserver")
-CONTEXT.set_forkserver_preload(["acid_core.metastore", "acid_core.metastore.locks", "sqlalchemy", "psycopg2"])
+CONTEXT.set_forkserver_preload(["acid_core.metastore.store", "acid_core.metastore.locks", "sqlalchemy", "psycopg2"])
 WAIT_SECONDS = 60
 PROCESSES = 6
 
