@@ -309,10 +309,10 @@ class TableWrite:
 
     def abort(self) -> None:
         """Remove what this write staged, published or wrote, forget its staging record and abort; quiet when the
-        transaction is no longer open (timed out, or aborted by a write conflict)."""
+        transaction is no longer open (timed out, or aborted by a write conflict). An abort that fails (the metastore
+        still unreachable after its retries) leaves the write to be aborted again; each step is safe to repeat."""
         if self._ended:
             return
-        self._ended = True
         try:
             if self._published is not None:
                 self._published.discard()  # only this write id writes there
@@ -328,6 +328,7 @@ class TableWrite:
                     self.metastore.txns.forget_staging(record)
         finally:
             _abort_quietly(self.metastore, self.txn_id)
+        self._ended = True
 
     def __enter__(self) -> TableWrite:
         return self

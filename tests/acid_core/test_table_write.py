@@ -11,8 +11,15 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from support.pg_server import PostgresServer
 
-from acid_core.errors import InvalidNameError, LockTimeoutError, UsageError, WriteConflictError
+from acid_core.errors import (
+    InvalidNameError,
+    LockTimeoutError,
+    MetastoreUnavailableError,
+    UsageError,
+    WriteConflictError,
+)
 from acid_core.format.layout import (
     WriteStaging,
     compaction_staging_name,
@@ -112,6 +119,38 @@ def test_a_failing_block_aborts_and_its_rows_stay_invisible(ms):
     assert [(info.txn_id, info.state) for info in ms.txns.show_transactions()] == [(write.txn_id, "a")]
     assert _components(ms, write.txn_id) == [("t", None, "i")]  # so the cleaner removes the aborted delta
     assert _staging_rows(ms) == [] and ms.locks.show_locks() == [] and _rows(ms, "t") == []
+
+
+@pytest.mark.postgres
+def test_an_abort_that_finds_the_metastore_down_can_be_repeated_once_it_is_back(tmp_path):
+    """The metastore is restarted under a write's abort (a dedicated server halted, then resumed): the abort raises
+    that the metastore is unreachable and the write is not ended; aborting it again, once the server is back,
+    aborts the transaction, forgets its staging record and releases its lock, its files gone."""
+    server = PostgresServer.start_new(base_dir=None)
+    try:
+        store = Metastore(server.create_database("abort_again"), warehouse=str(tmp_path / "warehouse"),
+                          outage_seconds=0.5)
+        try:
+            store.init()
+            _tables(store)
+            write = TableWrite.open(store, "default", "p", partition={"k": "a"}, agent_info="test")
+            write.insert([(1, "x")], partition={"k": "a"})
+            part = Path(store.catalog.get_table("default", "p").location) / "k=a"
+            assert _visible(part) and _staging_rows(store) == [(write.txn_id, "p", "k=a")]
+            server.halt()
+            with pytest.raises(MetastoreUnavailableError):
+                write.abort()
+            server.resume()
+            assert [(info.txn_id, info.state) for info in store.txns.show_transactions()] == [(write.txn_id, "o")]
+            write.abort()
+            assert [(info.txn_id, info.state) for info in store.txns.show_transactions()] == [(write.txn_id, "a")]
+            assert _visible(part) == [] and _hidden(part) == [] and _staging_rows(store) == []
+            assert store.locks.show_locks() == []
+            write.abort()  # ended: quiet
+        finally:
+            store.close()
+    finally:
+        server.stop()
 
 
 def test_a_write_outside_its_locked_partition_or_table_shape_is_refused(ms):
