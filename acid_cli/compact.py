@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,7 +41,7 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
         if before.result is not Result.RUN:  # nothing to do, or nothing that running would mend: no JVM started
             return _finish(before, compaction_id)
         master = master or os.environ.get(launch.MASTER_VARIABLE) or launch.DEFAULT_MASTER
-        with tempfile.TemporaryDirectory(prefix="acid-compact-") as scratch:
+        with _scratch_directory() as scratch:
             result_file = os.path.join(scratch, "result.json")  # the driver's report
             try:
                 submission = launch.submission(
@@ -56,6 +58,50 @@ def run(compaction_id: int, *, metastore: str | None = None, master: str | None 
         return _finish(after, compaction_id, detail)
     finally:
         store.close()
+
+
+SCRATCH_PREFIX = "acid-compact-"
+_SCRATCH_NAME = re.compile(re.escape(SCRATCH_PREFIX) + r"([1-9][0-9]*)-[^/]+")
+
+
+def _scratch_directory() -> tempfile.TemporaryDirectory:
+    """This run's scratch directory (the driver writes its report there), `acid-compact-<pid>-...` in the system's
+    temporary directory, made after removing those of `acid compact run` processes that are gone."""
+    sweep_scratch(tempfile.gettempdir())
+    return tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+
+
+def sweep_scratch(root: str) -> list[str]:
+    """Remove the scratch directories under `root` whose `acid compact run` process no longer lives (killed with
+    SIGKILL, it removed nothing); only this user's directories, never through a symbolic link. Returns the paths
+    removed. A directory of a live process, of another user or of another name is left alone."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        named = _SCRATCH_NAME.fullmatch(entry.name)
+        if named is None or _alive(int(named[1])):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            shutil.rmtree(entry.path)
+        except OSError:
+            continue  # removed meanwhile, or not ours to remove
+        removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def spark_submit(submission: SparkSubmit) -> int:

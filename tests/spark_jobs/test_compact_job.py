@@ -9,7 +9,9 @@ transactions; rows are compared, ROW__IDs included, under snapshots taken from t
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from support.compaction_support import (
@@ -184,6 +186,7 @@ def test_major_compaction_after_a_killed_driver_retries_cleanly_and_repeats_chan
         process.wait()
 
     assert [name for name in hidden_entries(table.location(1)) if name.endswith(hidden)], "killed too late"
+    [left] = Path(tempfile.gettempdir()).glob(f"acid-compact-{process.pid}-*")  # the killed run removed nothing
     killed = store.compactions.get(compaction_id)
     assert killed.state is CompactionState.WORKING and killed.txn_id is not None
     assert_same_rows(table.rows(1), before)
@@ -200,6 +203,7 @@ def test_major_compaction_after_a_killed_driver_retries_cleanly_and_repeats_chan
 
     assert retry.returncode == 0, retry.stderr
     assert f"compaction {compaction_id}: compacted" in retry.stdout
+    assert not left.exists()  # the next run removed the killed one's scratch directory
     entry = assert_ready_for_cleaning(store, compaction_id)
     assert entry.txn_id != killed.txn_id
     base = f"base_{entry.highest_write_id:07d}_v{entry.txn_id:07d}"
