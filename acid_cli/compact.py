@@ -75,6 +75,8 @@ def sweep_scratch(root: str) -> list[str]:
     """Remove the scratch directories under `root` whose `acid compact run` process no longer lives (killed with
     SIGKILL, it removed nothing); only this user's directories, never through a symbolic link. Returns the paths
     removed. A directory of a live process, of another user or of another name is left alone."""
+    import psutil
+
     removed: list[str] = []
     try:
         entries = list(os.scandir(root))
@@ -82,7 +84,7 @@ def sweep_scratch(root: str) -> list[str]:
         return removed
     for entry in entries:
         named = _SCRATCH_NAME.fullmatch(entry.name)
-        if named is None or _alive(int(named[1])):
+        if named is None or psutil.pid_exists(int(named[1])):  # alive (another user's too), or a zombie
             continue
         try:
             if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
@@ -92,16 +94,6 @@ def sweep_scratch(root: str) -> list[str]:
             continue  # removed meanwhile, or not ours to remove
         removed.append(entry.path)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 def spark_submit(submission: SparkSubmit) -> int:

@@ -50,4 +50,3 @@ class Metastore:
 
     def close(self) -> None:
         self.db.dispose()
-
