@@ -57,13 +57,14 @@ def _spark_home() -> Path | None:
 @functools.cache
 def archive_path(jvm_options: str) -> Path | None:
     """Where the archive for this JDK, Spark install and these options lives (made or not); None without java or
-    pyspark."""
+    pyspark. The JVM ignores an archive once a jar on its class path has another size or modification time (the
+    same Spark reinstalled), so both name it."""
     java = shutil.which("java")
     home = _spark_home()
     if java is None or home is None or not (home / "jars").is_dir():
         return None
     java = os.path.realpath(java)
-    jars = sorted((entry.name, entry.stat().st_size) for entry in os.scandir(home / "jars"))
+    jars = sorted((entry.name, entry.stat().st_size, entry.stat().st_mtime_ns) for entry in os.scandir(home / "jars"))
     key = hashlib.sha256(repr((java, os.stat(java).st_mtime_ns, jars, jvm_options)).encode()).hexdigest()[:16]
     return CACHE / f"spark-{key}.jsa"
 

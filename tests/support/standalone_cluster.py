@@ -125,6 +125,9 @@ def standalone_cluster(root: Path, *, worker_environment: dict[str, str] | None 
     master_environment = dict(os.environ, **spark_settings, PYSPARK_PYTHON=sys.executable)
     worker_environment = dict(master_environment if worker_environment is None else worker_environment,
                               **spark_settings)
+    # the executors' JVMs, which the worker starts with its environment and the application's options only: the
+    # tests' JVM options (C1, serial collector, the class archive once made) as the drivers have them
+    worker_environment["JAVA_TOOL_OPTIONS"] = os.environ.get("SPARK_SUBMIT_OPTS", "")
     commands = {
         "master": ([str(SPARK_CLASS), "org.apache.spark.deploy.master.Master", "--host", LOOPBACK,
                     "--port", str(master_port), "--webui-port", str(master_web)], master_environment, None),
