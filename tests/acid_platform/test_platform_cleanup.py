@@ -3,9 +3,10 @@ standalone` and everything standalone started with it (its guard stops them), a 
 order, and the next start on the same ACID_HOME stops what a dead launcher and guard left, then comes up.
 
 One chain of three starts on one ACID_HOME and port serves both tests (each start of the platform costs about 40 s
-of the two cores): the first is SIGKILLed and its guard cleans up; the second comes up after it, then its writer is
-stopped (SIGSTOP), its guard killed and it is SIGKILLed; the third stops what the second left, comes up, and stops
-in order when its terminal closes. The chain records what it saw; the tests check it.
+of the two cores): the first is SIGKILLed and its guard cleans up; the second starts after it, and once it has started
+its writer and Airflow, the writer is stopped (SIGSTOP), its guard killed and it is SIGKILLed; the third stops what
+the second left, comes up, and stops in order when its terminal closes. The chain records what it saw; the tests
+check it.
 
 Each launcher runs on a pseudo-terminal that is its controlling terminal, as under `make run` in a shell, so closing
 the terminal sends it SIGHUP as the kernel does. All traffic stays on loopback.
@@ -33,6 +34,7 @@ import pytest
 from support.platform_processes import ROOT, clean_environment, free_port, kill_sessions, leftovers, sessions_of
 
 READY = "Press Ctrl-C to stop"
+STARTED = "waiting for the API server"  # the writer and `airflow standalone` are started
 STARTUP_S = 300.0
 GONE_WITHIN_S = 10.0  # the bound: nothing of a SIGKILLed launcher left after this
 
@@ -71,9 +73,9 @@ class Run:
                 return
             self.output += data.decode(errors="replace")
 
-    def wait_until_ready(self) -> None:
+    def wait_until_ready(self, message: str = READY) -> None:
         deadline = time.monotonic() + STARTUP_S
-        while READY not in self.output:
+        while message not in self.output:
             assert self.process.poll() is None, f"the launcher exited ({self.process.returncode}):\n{self.output}"
             assert time.monotonic() < deadline, f"no ready message within {STARTUP_S:.0f} s:\n{self.output}"
             self.read(1.0)
@@ -207,12 +209,13 @@ def chain(tmp_path_factory) -> Chain:
         seen.first["guard_log"] = (home / "logs" / "guard.log").read_text()
         first.close_terminal()
 
-        # 2: the next start comes up; then a dead launcher and a dead guard leave its writer behind (stopped: the
-        # SIGTERM it gets when the launcher dies waits while it is stopped).
+        # 2: the next start gets past its checks and set-up and starts the writer and Airflow; then (not waiting for
+        # Airflow: the third start shows a start coming up) a dead launcher and a dead guard leave its writer behind
+        # (stopped: the SIGTERM it gets when the launcher dies waits while it is stopped).
         second = Run(env)
         runs.append(second)
-        second.wait_until_ready()
-        seen.second.update(output=second.output, health=_health(port))
+        second.wait_until_ready(STARTED)
+        seen.second.update(output=second.output)
         second.snapshot()
         writer, guard = second.child("acid_platform.demo"), second.child("--guard")
         writer.suspend()
@@ -259,9 +262,10 @@ def test_a_sigkilled_launcher_leaves_nothing_and_the_next_start_comes_up_and_sto
     assert f"guard of run {first['mark']}" in first["guard_log"] and "stopped them all" in first["guard_log"], \
         first["guard_log"]
 
-    # The next start on the same home and port comes up (the guard left nothing to stop) ...
-    assert "earlier `make run`" not in second["output"]
-    assert second["health"]["metadatabase"]["status"] == "healthy"
+    # The next start on the same home and port gets going (the guard left nothing to stop), and so does the one
+    # after it ...
+    assert "earlier `make run`" not in second["output"] and "Started the writer" in second["output"]
+    assert third["health"]["metadatabase"]["status"] == "healthy"
     # ... and a start closing its terminal (SIGHUP) stops in order.
     assert third["status"] == 0  # a requested stop, the output to the closed terminal notwithstanding
     assert third["left"] == [], "left after the terminal closed:\n" + "\n".join(third["left"])
