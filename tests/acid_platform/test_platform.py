@@ -1,5 +1,5 @@
-"""`make run` (`python -m acid_platform`) as real processes: the set-up, the demo writer, the whole platform
-started and stopped with Ctrl-C, and the settings it refuses before starting anything.
+"""`make run` (`python -m acid_platform`) as real processes: the set-up, the demo writer, and the settings it refuses
+before starting anything (the whole platform started and stopped: test_platform_cleanup.py).
 
 Airflow reads its configuration once per process, at import (and tests/dags/conftest.py points this process's
 AIRFLOW_HOME elsewhere), so everything touching Airflow runs in a child process with an environment of its own.
@@ -10,19 +10,15 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
-from support.platform_processes import ROOT, clean_environment, free_port, kill_sessions, leftovers, sessions_of
+from support.platform_processes import ROOT, clean_environment, free_port
 
 from acid_core.compaction.initiator import run_initiator
 from acid_core.metastore import Metastore
@@ -299,84 +295,3 @@ def test_second_launcher_on_the_same_home_exits_2(tmp_path):
         result = launcher(env=clean_environment(home, AIRFLOW__API__PORT=str(free_port())), timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "is in use by another `make run` (pid 4242)" in result.stderr
-
-
-# --- the whole platform ---------------------------------------------------------------------------------------------
-def _reader(stream, lines: queue.Queue) -> None:
-    for line in stream:
-        lines.put(line)
-    lines.put(None)
-
-
-
-
-@pytest.mark.slow
-@pytest.mark.airflow
-def test_make_run_starts_airflow_prints_a_working_login_and_ctrl_c_stops_everything(tmp_path):
-    home = tmp_path / "home"
-    port = free_port()
-    env = clean_environment(home, AIRFLOW__API__PORT=str(port))
-    process = subprocess.Popen([sys.executable, "-m", "acid_platform"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
-    output: list[str] = []
-    sessions: set[int] = {process.pid}
-    try:
-        deadline = time.monotonic() + 300
-        while not any("Press Ctrl-C to stop" in line for line in output):
-            assert time.monotonic() < deadline, "no ready message within 300 s:\n" + "".join(output)
-            try:
-                line = lines.get(timeout=1)
-            except queue.Empty:
-                continue
-            assert line is not None, f"the launcher exited ({process.wait()}):\n" + "".join(output)
-            output.append(line)
-        text = "".join(output)
-        assert f"Airflow is ready: http://localhost:{port}" in text
-        assert f"ACID_HOME={home} " in text and 'sql "SHOW COMPACTIONS"' in text
-        login = next(line for line in output if "login:" in line).split("login:")[1].split()
-        user, password = login[0], login[2]
-        assert user == "admin" and login[1] == "/" and password
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=10) as response:
-            assert json.loads(response.read())["metadatabase"]["status"] == "healthy"
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/auth/token", method="POST",
-                                         data=json.dumps({"username": user, "password": password}).encode(),
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            token = json.loads(response.read())["access_token"]
-
-        # The DAGs get parsed and are not paused; the writer writes.
-        wanted = {"acid_cleaner", "acid_housekeeping"}
-        deadline = time.monotonic() + 90
-        while True:
-            request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v2/dags?limit=100",
-                                             headers={"Authorization": f"Bearer {token}"})
-            with urllib.request.urlopen(request, timeout=10) as response:
-                dags = {dag["dag_id"]: dag["is_paused"] for dag in json.loads(response.read())["dags"]}
-            if wanted <= set(dags) or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert wanted <= set(dags) and not any(dags[dag_id] for dag_id in wanted), dags
-        writer_log = home / "logs" / "writer.log"
-        assert "streamed a batch" in writer_log.read_text()
-
-        processes, sessions = sessions_of(psutil.Process(process.pid))
-        assert any("standalone" in " ".join(psutil.Process(pid).cmdline()) for pid in processes
-                   if psutil.pid_exists(pid))
-        process.send_signal(signal.SIGINT)
-        status = process.wait(timeout=180)
-        while (line := lines.get(timeout=10)) is not None:
-            output.append(line)
-        text = "".join(output)
-        assert status == 0, text
-        assert "Stopping (SIGINT)" in text and "Stopped." in text
-        assert "SIGKILL" not in text, text  # stopped in order, without killing
-        assert leftovers(processes, sessions) == []
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        kill_sessions(sessions)
-        process.stdout.close()

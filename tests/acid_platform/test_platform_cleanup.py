@@ -1,15 +1,17 @@
-"""`make run` leaves nothing behind (issue 23, item 7): a launcher killed with SIGKILL takes the writer, `airflow
-standalone` and everything standalone started with it (its guard stops them), a closed terminal stops the platform in
-order, and the next start on the same ACID_HOME stops what a dead launcher and guard left, then comes up.
+"""`make run` as its user meets it, and leaving nothing behind (issue 23, item 7): a start prints a working login, its
+DAGs run and its writer writes, and Ctrl-C stops it in order; a launcher killed with SIGKILL takes the writer,
+`airflow standalone` and everything standalone started with it (its guard stops them), a closed terminal stops the
+platform in order, and the next start on the same ACID_HOME stops what a dead launcher and guard left, then comes up.
 
-One chain of three starts on one ACID_HOME and port serves both tests (each start of the platform costs about 40 s
-of the two cores): the first is SIGKILLed and its guard cleans up; the second starts after it, and once it has started
-its writer and Airflow, the writer is stopped (SIGSTOP), its guard killed and it is SIGKILLed; the third stops what
-the second left, comes up, and stops in order when its terminal closes. The chain records what it saw; the tests
-check it.
+One chain of four starts on one ACID_HOME and port serves the three tests (a start of the whole platform costs about
+40 s of the two cores): the first comes up and is SIGKILLed, and its guard cleans up; the second starts after it,
+and once it has started its writer and Airflow, the writer is stopped (SIGSTOP), its guard killed and it is
+SIGKILLed; the third stops what the second left, comes up, shows what `make run` promises and stops in order on a
+Ctrl-C typed on its terminal; the fourth starts its writer and Airflow and stops in order when its terminal closes.
+The chain records what it saw; the tests check it.
 
 Each launcher runs on a pseudo-terminal that is its controlling terminal, as under `make run` in a shell, so closing
-the terminal sends it SIGHUP as the kernel does. All traffic stays on loopback.
+the terminal sends it SIGHUP and Ctrl-C sends SIGINT as the kernel does. All traffic stays on loopback.
 """
 
 from __future__ import annotations
@@ -92,6 +94,15 @@ class Run:
         return next(process for process in psutil.Process(self.process.pid).children()
                     if word in " ".join(process.cmdline()))
 
+    def wait_exit(self, seconds: float) -> int:
+        """The launcher's exit status, reading what it prints meanwhile."""
+        deadline = time.monotonic() + seconds
+        while self.process.poll() is None:
+            assert time.monotonic() < deadline, f"the launcher did not exit within {seconds:.0f} s:\n{self.output}"
+            self.read(0.5)
+        self.read(1.0)
+        return self.process.returncode
+
     def close_terminal(self) -> None:
         if self.master is not None:
             os.close(self.master)
@@ -165,6 +176,38 @@ def _health(port: int) -> dict:
         return json.loads(response.read())
 
 
+def _token(port: int, user: str, password: str) -> str:
+    """A token of Airflow's API for the login the launcher printed."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/auth/token", method="POST",
+                                     data=json.dumps({"username": user, "password": password}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())["access_token"]
+
+
+def _dags(port: int, token: str, wanted: set[str], *, seconds: float) -> dict[str, bool]:
+    """DAG id -> paused, once `wanted` are parsed or after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v2/dags?limit=100",
+                                         headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            dags = {dag["dag_id"]: dag["is_paused"] for dag in json.loads(response.read())["dags"]}
+        if wanted <= set(dags) or time.monotonic() > deadline:
+            return dags
+        time.sleep(0.5)
+
+
+def _logged(log: Path, line: str, *, seconds: float) -> bool:
+    """Whether `line` shows up in `log` within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while line not in (log.read_text() if log.exists() else ""):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def _port_free(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -180,6 +223,7 @@ class Chain:
     first: dict = field(default_factory=dict)
     second: dict = field(default_factory=dict)
     third: dict = field(default_factory=dict)
+    fourth: dict = field(default_factory=dict)
 
 
 @pytest.fixture(scope="module")
@@ -224,24 +268,44 @@ def chain(tmp_path_factory) -> Chain:
         second.process.wait(timeout=30)
         seen.second.update(writer=writer.pid, writer_left=writer.is_running() and writer.pid in _home_processes(home))
 
-        # 3: the next start stops the second's leftovers and comes up; closing its terminal (SIGHUP) stops it in order.
+        # 3: the next start stops the second's leftovers and comes up: it prints a working login, its DAGs are
+        # parsed and not paused and its writer writes (what `make run` promises); Ctrl-C typed on its terminal (the
+        # terminal sends SIGINT) stops it in order.
         third = Run(env)
         runs.append(third)
         third.wait_until_ready()
-        seen.third.update(output=third.output, health=_health(port),
+        seen.third.update(output=third.output, health=_health(port), port=port, home=home,
                           writer_gone=not writer.is_running() or writer.status() == psutil.STATUS_ZOMBIE)
         processes, sessions = third.snapshot()
         guard = third.child("--guard")
         seen.third["others"] = {pid: command for pid, command in _home_processes(home).items()
                                 if pid not in (third.process.pid, guard.pid)
                                 and _run_of(pid) not in (f"{third.process.pid}@{home}", None)}
+        seen.third["standalone"] = any("standalone" in _command(pid) for pid in processes)
+        login = next(line for line in third.output.splitlines() if "login:" in line).split("login:")[1].split()
+        seen.third["login"] = login
+        seen.third["token"] = _token(port, login[0], login[2])
+        seen.third["dags"] = _dags(port, seen.third["token"], {"acid_cleaner", "acid_housekeeping"}, seconds=90)
         writer_log, guard_log = home / "logs" / "writer.log", home / "logs" / "guard.log"
-        logged = (len(writer_log.read_text()), len(guard_log.read_text()))
-        third.close_terminal()
-        seen.third["status"] = third.process.wait(timeout=180)
+        seen.third["wrote"] = _logged(writer_log, "streamed a batch", seconds=60)
+        stopping = len(third.output)
+        os.write(third.master, b"\x03")  # Ctrl-C
+        seen.third["status"] = third.wait_exit(180)
+        seen.third["stop_output"] = third.output[stopping:]
         seen.third["left"], _ = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
-        seen.third["writer_log"] = writer_log.read_text()[logged[0]:]
-        seen.third["guard_log"] = guard_log.read_text()[logged[1]:]
+        third.close_terminal()
+
+        # 4: a start whose terminal closes (SIGHUP) while Airflow starts, its writer writing, stops in order.
+        fourth = Run(env)
+        runs.append(fourth)
+        fourth.wait_until_ready(STARTED)
+        seen.fourth["wrote"] = _logged(writer_log, "streamed a batch", seconds=60)  # the log is this start's
+        processes, sessions = fourth.snapshot()
+        fourth.close_terminal()
+        seen.fourth["status"] = fourth.process.wait(timeout=180)
+        seen.fourth["left"], _ = _wait_gone(home, processes, sessions, GONE_WITHIN_S)
+        seen.fourth["writer_log"] = writer_log.read_text()
+        seen.fourth["guard_log"] = guard_log.read_text()
     finally:
         for run in runs:
             run.end()
@@ -267,10 +331,12 @@ def test_a_sigkilled_launcher_leaves_nothing_and_the_next_start_comes_up_and_sto
     assert "earlier `make run`" not in second["output"] and "Started the writer" in second["output"]
     assert third["health"]["metadatabase"]["status"] == "healthy"
     # ... and a start closing its terminal (SIGHUP) stops in order.
-    assert third["status"] == 0  # a requested stop, the output to the closed terminal notwithstanding
-    assert third["left"] == [], "left after the terminal closed:\n" + "\n".join(third["left"])
-    assert "stopped after" in third["writer_log"]  # SIGTERM from the launcher, in order
-    assert "without stopping" not in third["guard_log"]  # it left nothing to its guard
+    fourth = chain.fourth
+    assert fourth["wrote"]
+    assert fourth["status"] == 0  # a requested stop, the output to the closed terminal notwithstanding
+    assert fourth["left"] == [], "left after the terminal closed:\n" + "\n".join(fourth["left"])
+    assert "stopped after" in fourth["writer_log"]  # SIGTERM from the launcher, in order
+    assert "without stopping" not in fourth["guard_log"]  # it left nothing to its guard
 
 
 @pytest.mark.slow
@@ -283,3 +349,27 @@ def test_the_next_start_stops_what_a_dead_launcher_and_its_dead_guard_left(chain
     assert third["health"]["metadatabase"]["status"] == "healthy"
     assert third["writer_gone"]
     assert third["others"] == {}  # nothing of the second run left
+
+
+@pytest.mark.slow
+@pytest.mark.airflow
+def test_make_run_starts_airflow_prints_a_working_login_and_ctrl_c_stops_everything(chain):
+    third = chain.third
+    text = third["output"]
+    assert f"Airflow is ready: http://localhost:{third['port']}" in text
+    assert f"ACID_HOME={third['home']} " in text and 'sql "SHOW COMPACTIONS"' in text
+    user, slash, password = third["login"]
+    assert user == "admin" and slash == "/" and password
+    assert third["token"]  # the printed login works
+
+    # The DAGs get parsed and are not paused; the writer writes.
+    wanted = {"acid_cleaner", "acid_housekeeping"}
+    assert wanted <= set(third["dags"]) and not any(third["dags"][dag_id] for dag_id in wanted), third["dags"]
+    assert third["wrote"]
+    assert third["standalone"]
+
+    stop = third["stop_output"]
+    assert third["status"] == 0, text + stop
+    assert "Stopping (SIGINT)" in stop and "Stopped." in stop
+    assert "SIGKILL" not in stop, stop  # stopped in order, without killing
+    assert third["left"] == [], "left after Ctrl-C:\n" + "\n".join(third["left"])
