@@ -259,7 +259,9 @@ def chain(tmp_path_factory) -> Chain:
         second = Run(env)
         runs.append(second)
         second.wait_until_ready(STARTED)
-        seen.second.update(output=second.output)
+        writer_log, guard_log = home / "logs" / "writer.log", home / "logs" / "guard.log"
+        # its handlers are set before it says so: a stop signal waits while it is stopped (SIG_DFL would kill it)
+        seen.second.update(output=second.output, writing=_logged(writer_log, "writing into demo", seconds=60))
         second.snapshot()
         writer, guard = second.child("acid_platform.demo"), second.child("--guard")
         writer.suspend()
@@ -286,7 +288,6 @@ def chain(tmp_path_factory) -> Chain:
         seen.third["login"] = login
         seen.third["token"] = _token(port, login[0], login[2])
         seen.third["dags"] = _dags(port, seen.third["token"], {"acid_cleaner", "acid_housekeeping"}, seconds=90)
-        writer_log, guard_log = home / "logs" / "writer.log", home / "logs" / "guard.log"
         seen.third["wrote"] = _logged(writer_log, "streamed a batch", seconds=60)
         stopping = len(third.output)
         os.write(third.master, b"\x03")  # Ctrl-C
@@ -343,7 +344,7 @@ def test_a_sigkilled_launcher_leaves_nothing_and_the_next_start_comes_up_and_sto
 @pytest.mark.airflow
 def test_the_next_start_stops_what_a_dead_launcher_and_its_dead_guard_left(chain):
     second, third = chain.second, chain.third
-    assert second["writer_left"]
+    assert second["writing"] and second["writer_left"]
     assert "process(es) of an earlier `make run`" in third["output"] and f"{second['writer']} " in third["output"], \
         third["output"]
     assert third["health"]["metadatabase"]["status"] == "healthy"
