@@ -56,16 +56,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order the tests for the workers: the tests of modules that share an expensive module-scoped set-up (an
-    `airflow standalone`, a 2.6 GB table, a compiled Hive harness) first, then the `slow` ones, then the rest.
+    """Put first the tests of modules that share an expensive module-scoped set-up (an `airflow standalone`, a
+    2.6 GB table, a compiled Hive harness), then the `slow` ones, each in their order.
 
-    Under work stealing (`make test`) each worker starts with an equal slice of this order, and a worker that runs
-    out takes the last half of the longest queue: a module there could be split, and its set-up made on two workers
-    (the browser tests' Airflow was started twice: 225 s instead of 79). So each slice starts with its share of those
-    modules (the longest first, each to the slice with the least work so far, by MODULE_SECONDS) and then its share
-    of the `slow` tests: nobody takes them, every worker starts with long work,
-    and none is left with it at the end. Every worker sorts the same collection the same way, as pytest-xdist
-    requires; in one process the order is the same with one slice."""
+    Under work stealing (`make test`) a worker that runs out takes the last half of the other's queue: a module there
+    could be split, and its set-up made on both workers (the browser tests' Airflow was started twice: 225 s instead
+    of 79). The first worker starts with these and nobody takes them; the longest work first also evens out the end.
+    Every worker sorts the same collection the same way, as pytest-xdist requires."""
     def shares_setup(item: pytest.Item) -> bool:
         info = getattr(item, "_fixtureinfo", None)
         module = item.nodeid.split("::", 1)[0]
@@ -73,62 +70,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             definition.scope in ("module", "class") and definition.baseid == module
             for definitions in info.name2fixturedefs.values() for definition in definitions)
 
-    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    items[:] = _slices(items, shares_setup, workers)
-
-
-# The wall seconds of the longest module set-ups and their tests in one `make test` here (2 cores, 2 workers): they
-# only order the work (pytest-split keeps such figures for the same purpose); any other module with a shared set-up
-# counts 5 s plus 0.5 s a test, a `slow` test 20 s.
-MODULE_SECONDS = {
-    "tests/spark_jobs/test_capped_memory.py": 160,
-    "tests/acid_platform/test_platform_cleanup.py": 115,
-    "tests/dags/test_clean_cluster.py": 85,
-    "tests/plugins/test_acid_view_browser.py": 75,
-    "tests/dags/test_metrics_alerts.py": 32,
-    "tests/dags/test_aborted_compactions.py": 23,
-    "tests/dags/test_abort_running_compaction.py": 22,
-}
-SLOW_TEST_SECONDS = 20
-
-
-def _slices(items: list[pytest.Item], shares_setup, workers: int) -> list[pytest.Item]:
-    """`items` as `workers` consecutive slices of the sizes pytest-xdist's work stealing deals out, balanced as
-    `pytest_collection_modifyitems` says (the order within each kind of test is kept)."""
-    modules: dict[str, list[pytest.Item]] = {}
-    slow, rest = [], []
-    for item in items:
-        if shares_setup(item):
-            modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-        elif item.get_closest_marker("slow"):
-            slow.append(item)
-        else:
-            rest.append(item)
-    sizes, left = [], len(items)
-    for index in range(workers):  # as WorkStealingScheduling.check_schedule: what is left over the nodes left
-        sizes.append(left // (workers - index))
-        left -= sizes[-1]
-    slices: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    load = [0.0] * workers
-
-    def weight(group: list[pytest.Item]) -> float:
-        return MODULE_SECONDS.get(group[0].nodeid.split("::", 1)[0], 5 + 0.5 * len(group))
-
-    for group in sorted(modules.values(), key=weight, reverse=True):  # stable: equal weights keep their order
-        lightest = load.index(min(load))
-        slices[lightest].extend(group)
-        load[lightest] += weight(group)
-    for item in slow:
-        lightest = load.index(min(load))
-        slices[lightest].append(item)
-        load[lightest] += SLOW_TEST_SECONDS
-    if any(len(part) > size for part, size in zip(slices, sizes)):  # cannot happen with this suite's proportions
-        return [item for part in slices for item in part] + rest
-    for part, size in zip(slices, sizes):
-        take = size - len(part)
-        part.extend(rest[:take])
-        del rest[:take]
-    return [item for part in slices for item in part]
+    # stable: the order within each rank is kept
+    items.sort(key=lambda item: 0 if shares_setup(item) else 1 if item.get_closest_marker("slow") else 2)
 
 
 def _use_jvm_archive() -> None:
