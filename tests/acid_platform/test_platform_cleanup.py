@@ -359,8 +359,9 @@ def test_make_run_starts_airflow_prints_a_working_login_and_ctrl_c_stops_everyth
     text = third["output"]
     assert f"Airflow is ready: http://localhost:{third['port']}" in text
     assert f"ACID_HOME={third['home']} " in text and 'sql "SHOW COMPACTIONS"' in text
-    user, slash, password = third["login"]
+    user, slash, password = third["login"][:3]
     assert user == "admin" and slash == "/" and password
+    assert third["health"]["metadatabase"]["status"] == "healthy"
     assert third["token"]  # the printed login works
 
     # The DAGs get parsed and are not paused; the writer writes.
