@@ -17,7 +17,6 @@ the terminal sends it SIGHUP and Ctrl-C sends SIGINT as the kernel does. All tra
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import pty
 import select
@@ -27,12 +26,12 @@ import subprocess
 import sys
 import termios
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 import pytest
+from support.airflow_api import call, login_token
 from support.platform_processes import ROOT, clean_environment, free_port, kill_sessions, leftovers, sessions_of
 
 READY = "Press Ctrl-C to stop"
@@ -171,28 +170,16 @@ def _wait_gone(home: Path, processes: dict[int, float], sessions: set[int], seco
     return left, time.monotonic() - start
 
 
-def _health(port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=10) as response:
-        return json.loads(response.read())
-
-
-def _token(port: int, user: str, password: str) -> str:
-    """A token of Airflow's API for the login the launcher printed."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/auth/token", method="POST",
-                                     data=json.dumps({"username": user, "password": password}).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())["access_token"]
+def _base(port: int) -> str:
+    return f"http://127.0.0.1:{port}"
 
 
 def _dags(port: int, token: str, wanted: set[str], *, seconds: float) -> dict[str, bool]:
     """DAG id -> paused, once `wanted` are parsed or after `seconds`."""
     deadline = time.monotonic() + seconds
     while True:
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v2/dags?limit=100",
-                                         headers={"Authorization": f"Bearer {token}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            dags = {dag["dag_id"]: dag["is_paused"] for dag in json.loads(response.read())["dags"]}
+        dags = {dag["dag_id"]: dag["is_paused"]
+                for dag in call(_base(port), "/api/v2/dags?limit=100", token=token)["dags"]}
         if wanted <= set(dags) or time.monotonic() > deadline:
             return dags
         time.sleep(0.5)
@@ -276,7 +263,8 @@ def chain(tmp_path_factory) -> Chain:
         third = Run(env)
         runs.append(third)
         third.wait_until_ready()
-        seen.third.update(output=third.output, health=_health(port), port=port, home=home,
+        seen.third.update(output=third.output, health=call(_base(port), "/api/v2/monitor/health"), port=port,
+                          home=home,
                           writer_gone=not writer.is_running() or writer.status() == psutil.STATUS_ZOMBIE)
         processes, sessions = third.snapshot()
         guard = third.child("--guard")
@@ -286,7 +274,7 @@ def chain(tmp_path_factory) -> Chain:
         seen.third["standalone"] = any("standalone" in _command(pid) for pid in processes)
         login = next(line for line in third.output.splitlines() if "login:" in line).split("login:")[1].split()
         seen.third["login"] = login
-        seen.third["token"] = _token(port, login[0], login[2])
+        seen.third["token"] = login_token(_base(port), login[0], login[2])
         seen.third["dags"] = _dags(port, seen.third["token"], {"acid_cleaner", "acid_housekeeping"}, seconds=90)
         seen.third["wrote"] = _logged(writer_log, "streamed a batch", seconds=60)
         stopping = len(third.output)

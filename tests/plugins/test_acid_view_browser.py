@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.airflow_api import call, login_token
 
 from acid_core.metastore import Metastore
 from acid_core.operations.health import table_health
@@ -54,14 +55,6 @@ def _environment(home: Path, port: int) -> dict[str, str]:
                     "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
                     "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port())})
     return environ
-
-
-def _api(base: str, path: str, *, token: str | None = None, method: str = "GET", body=None):
-    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
-    request = urllib.request.Request(base + path, method=method, headers=headers,
-                                     data=None if body is None else json.dumps(body).encode())
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
 
 
 def _wait(what: str, check, *, timeout: float, log: Path, standalone: subprocess.Popen):
@@ -115,17 +108,16 @@ def airflow(tmp_path_factory, artifacts):
     base = f"http://127.0.0.1:{port}"
     try:
         passwords = settings.airflow_home / "simple_auth_manager_passwords.json.generated"
-        _wait("the API server answering", lambda: _api(base, "/api/v2/monitor/health") and passwords.exists(),
+        _wait("the API server answering", lambda: call(base, "/api/v2/monitor/health") and passwords.exists(),
               timeout=300, log=log, standalone=standalone)
         password = json.loads(passwords.read_text())["admin"]
-        token = _api(base, "/auth/token", method="POST", body={"username": "admin", "password": password})[
-            "access_token"]
+        token = login_token(base, "admin", password)
         for dag_id in ("acid_compact", "acid_table_settings"):
-            _wait(f"{dag_id} parsed", lambda dag_id=dag_id: _api(base, f"/api/v2/dags/{dag_id}", token=token),
+            _wait(f"{dag_id} parsed", lambda dag_id=dag_id: call(base, f"/api/v2/dags/{dag_id}", token=token),
                   timeout=240, log=log, standalone=standalone)
-            _api(base, f"/api/v2/dags/{dag_id}", token=token, method="PATCH", body={"is_paused": False})
+            call(base, f"/api/v2/dags/{dag_id}", token=token, method="PATCH", body={"is_paused": False})
         # a real compaction by Airflow's compact task (Spark), running while the first checks do: its worker link
-        worked = _api(base, "/api/v2/dags/acid_compact/dagRuns", token=token, method="POST", body={
+        worked = call(base, "/api/v2/dags/acid_compact/dagRuns", token=token, method="POST", body={
             "logical_date": None, "conf": {"database": "default", "table": WORKED[0], "partition": WORKED[1],
                                            "wait": True}})
         yield {"worked_run_id": worked["dag_run_id"], "base": base, "password": password, "token": token, "ids": ids, "history": history, "log": log,

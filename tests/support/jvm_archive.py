@@ -64,7 +64,8 @@ def archive_path(jvm_options: str) -> Path | None:
     if java is None or home is None or not (home / "jars").is_dir():
         return None
     java = os.path.realpath(java)
-    jars = sorted((entry.name, entry.stat().st_size, entry.stat().st_mtime_ns) for entry in os.scandir(home / "jars"))
+    jars = sorted((entry.name, stat.st_size, stat.st_mtime_ns)
+                  for entry in os.scandir(home / "jars") for stat in [entry.stat()])
     key = hashlib.sha256(repr((java, os.stat(java).st_mtime_ns, jars, jvm_options)).encode()).hexdigest()[:16]
     return CACHE / f"spark-{key}.jsa"
 
