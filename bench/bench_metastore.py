@@ -5,15 +5,21 @@
   and for 8 clients hammering the same lock table (every request is numbered and checked under one row lock)
 
 PostgreSQL is a server started for the run (tests/pg_server.py: initdb on loopback, fsync off as in the tests);
-SQLite is a file in a temp directory. Run: `.venv/bin/python bench/bench_metastore.py [--clients 8] [--seconds 5]`.
+SQLite is a file in a temp directory. The baseline, measured in the same run and alternating with this code
+(`--rounds` each, medians printed): the code as it stood before the bounded-history and cluster work (`--baseline
+9ed3d61`, issue 28's "older code"), its `acid_core` taken from git into a temp directory and run by the same
+functions in a child process (its own database on the same server, its own SQLite file).
+Run: `.venv/bin/python bench/bench_metastore.py [--clients 8] [--seconds 5] [--rounds 2] [--baseline REV|none]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -133,31 +139,82 @@ def measure(url: str, clients: int, seconds: float, lock_rounds: int):
     return total / seconds, latencies, call_latencies
 
 
+def _baseline_code(revision: str, into: Path) -> Path:
+    """The baseline's `acid_core` package and `sql/` schema, from git, in `into` (first on its child's PYTHONPATH)."""
+    root = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "-C", str(root), "archive", revision, "acid_core", "sql"], capture_output=True,
+                             timeout=120, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"baseline {revision}: git archive failed: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, timeout=120, check=True)
+    return into
+
+
+def _measure_baseline(code: Path, url: str, args) -> tuple:
+    """`measure` in a child process whose `acid_core` is the baseline's."""
+    done = subprocess.run([sys.executable, __file__, "--measure", url, "--clients", str(args.clients), "--seconds",
+                           str(args.seconds), "--lock-rounds", str(args.lock_rounds)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(code)), timeout=900, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"baseline run failed ({done.returncode}): {done.stderr[-2000:]}")
+    rate, latencies, calls = json.loads(done.stdout.strip().splitlines()[-1])
+    return rate, [tuple(pair) for pair in latencies], {name: tuple(pair) for name, pair in calls.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--lock-rounds", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=2, help="measurements of each code, alternating")
+    parser.add_argument("--baseline", default="9ed3d61", help="git revision of the baseline, or none")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # a child's one measurement, printed as JSON
     args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.clients, args.seconds, args.lock_rounds)))
+        return
     from support.pg_server import PostgresServer
 
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with PostgresServer.start_new() as server, tempfile.TemporaryDirectory() as scratch:
-        urls = {"PostgreSQL": server.create_database("bench"), "SQLite": f"sqlite:///{scratch}/metastore.db"}
+        code = None if args.baseline == "none" else _baseline_code(args.baseline, Path(scratch))
+        urls = {"PostgreSQL": (server.create_database("bench"), server.create_database("bench_baseline")),
+                "SQLite": (f"sqlite:///{scratch}/metastore.db", f"sqlite:///{scratch}/baseline.db")}
         print(f"{args.clients} concurrent clients, {args.seconds:.0f} s of open+commit each; lock acquire latency over "
-              f"{args.clients} x {args.lock_rounds} requests")
-        for name, url in urls.items():
-            rate, ((median1, p991), (median, p99)), calls = measure(url, args.clients, args.seconds, args.lock_rounds)
+              f"{args.clients} x {args.lock_rounds} requests; {args.rounds} round(s) of each code, alternating, "
+              "medians shown")
+        for name, (url, baseline_url) in urls.items():
+            ours, theirs = [], []
+            for _ in range(args.rounds):
+                ours.append(measure(url, args.clients, args.seconds, args.lock_rounds))
+                if code is not None:
+                    theirs.append(_measure_baseline(code, baseline_url, args))
+            rate = statistics.median(r[0] for r in ours)
+            median1, p991, median, p99 = (statistics.median(r[1][i][j] for r in ours) for i in (0, 1) for j in (0, 1))
             goal = "  (goal >= 2,000/s)" if name == "PostgreSQL" else ""
-            print(f"{name:10s}: {rate:8,.0f} open+commit pairs/s with {args.clients} clients{goal}")
+            print(f"{name:10s}: {rate:8,.0f} open+commit pairs/s with {args.clients} clients{goal} "
+                  f"(rounds: {', '.join(f'{r[0]:,.0f}' for r in ours)})")
+            if theirs:
+                base = statistics.median(r[0] for r in theirs)
+                print(f"{'':10s}  baseline {args.baseline}: {base:8,.0f} pairs/s (rounds: "
+                      f"{', '.join(f'{r[0]:,.0f}' for r in theirs)}); ours {rate / base:4.2f}x of it"
+                      + ("" if name == "PostgreSQL" else " (goal >= 1.0x)"))
             if name == "PostgreSQL":
                 limit = _pgbench(server, "bench", url, args.clients, args.seconds)
                 print(f"{'':10s}  pgbench, the same two statements from {args.clients} clients: {limit:8,.0f}/s; "
                       f"ours {rate / limit:4.2f}x of it (goal >= 0.6x)")
-            for call, (p50, p99_call) in calls.items():
+            for call in ("open", "commit"):
+                p50, p99_call = (statistics.median(r[2][call][j] for r in ours) for j in (0, 1))
                 print(f"{'':10s}  {call:6s} with {args.clients} clients: p50 {p50:6.2f} ms, p99 {p99_call:6.2f} ms "
                       "(Hive's metastore: openTxn 51-58 ms a call over Thrift, apache/hive#2547)")
             print(f"{'':10s}  lock acquire, 1 client: median {median1:6.2f} ms, p99 {p991:6.2f} ms; "
-                  f"{args.clients} clients: median {median:6.2f} ms, p99 {p99:6.2f} ms (goal: p99 <= 50 ms)")
+                  f"{args.clients} clients: median {median:6.2f} ms, p99 {p99:6.2f} ms (goal: p99 <= 50 ms; rounds: "
+                  f"{', '.join(f'{r[1][1][1]:.1f}' for r in ours)})")
+            if theirs:
+                base_p99 = [r[1][1][1] for r in theirs]
+                print(f"{'':10s}  baseline {args.baseline}: lock acquire p99 with {args.clients} clients "
+                      f"{statistics.median(base_p99):6.2f} ms (rounds: {', '.join(f'{v:.1f}' for v in base_p99)})")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -45,17 +45,28 @@ _LOCK_ROW = (("HL_LOCK_INT_ID", "bigint"), ("HL_TXNID", "bigint"), ("HL_DB", "va
              ("HL_LAST_HEARTBEAT", "bigint"), ("HL_USER", "varchar"), ("HL_HOST", "varchar"),
              ("HL_HEARTBEAT_COUNT", "integer"), ("HL_AGENT_INFO", "varchar"))
 
-# Grant every component of request %(id)s unless an earlier request (of another transaction, or of none) holds or
+# Grant every component of request {id} unless an earlier request (of another transaction, or of none) holds or
 # waits for an overlapping object in an incompatible mode: `overlaps` and `compatible` in SQL, one statement.
-_GRANT_IF_FREE = (
-    'UPDATE "HIVE_LOCKS" SET "HL_LOCK_STATE" = \'a\', "HL_ACQUIRED_AT" = %(now)s, "HL_BLOCKEDBY_EXT_ID" = NULL, '
-    '"HL_BLOCKEDBY_INT_ID" = NULL WHERE "HL_LOCK_EXT_ID" = %(id)s AND "HL_LOCK_STATE" = \'w\' AND NOT EXISTS ('
-    'SELECT 1 FROM "HIVE_LOCKS" m JOIN "HIVE_LOCKS" o ON o."HL_DB" = m."HL_DB" AND o."HL_LOCK_EXT_ID" < %(id)s '
-    'WHERE m."HL_LOCK_EXT_ID" = %(id)s AND NOT (m."HL_TXNID" <> 0 AND o."HL_TXNID" = m."HL_TXNID") '
+_GRANT_TEMPLATE = (
+    'UPDATE "HIVE_LOCKS" SET "HL_LOCK_STATE" = \'a\', "HL_ACQUIRED_AT" = {now}, "HL_BLOCKEDBY_EXT_ID" = NULL, '
+    '"HL_BLOCKEDBY_INT_ID" = NULL WHERE "HL_LOCK_EXT_ID" = {id} AND "HL_LOCK_STATE" = \'w\' AND NOT EXISTS ('
+    'SELECT 1 FROM "HIVE_LOCKS" m JOIN "HIVE_LOCKS" o ON o."HL_DB" = m."HL_DB" AND o."HL_LOCK_EXT_ID" < {id} '
+    'WHERE m."HL_LOCK_EXT_ID" = {id} AND NOT (m."HL_TXNID" <> 0 AND o."HL_TXNID" = m."HL_TXNID") '
     'AND (o."HL_TABLE" IS NULL OR m."HL_TABLE" IS NULL OR (o."HL_TABLE" = m."HL_TABLE" AND ('
     'o."HL_PARTITION" IS NULL OR m."HL_PARTITION" IS NULL OR o."HL_PARTITION" = m."HL_PARTITION"))) '
-    'AND (m."HL_LOCK_TYPE", o."HL_LOCK_TYPE") NOT IN ('
-    + ", ".join(f"('{a}', '{b}')" for a, b in sorted(_COMPATIBLE)) + ')) RETURNING 1')
+    'AND {incompatible}) RETURNING 1')
+_GRANT_IF_FREE = _GRANT_TEMPLATE.format(id="%(id)s", now="%(now)s", incompatible='(m."HL_LOCK_TYPE", o."HL_LOCK_TYPE") '
+                                        'NOT IN (' + ", ".join(f"('{a}', '{b}')" for a, b in sorted(_COMPATIBLE)) + ")")
+# SQLite compares row values only with a subquery: the two one-letter codes are joined instead
+_GRANT_IF_FREE_SQLITE = _GRANT_TEMPLATE.format(id=":id", now=":now", incompatible='m."HL_LOCK_TYPE" || o."HL_LOCK_TYPE" '
+                                               'NOT IN (' + ", ".join(f"'{a}{b}'" for a, b in sorted(_COMPATIBLE)) + ")")
+# SQLite: the next request number, taken only for no transaction or an open one (no row: the transaction is not open)
+_NUMBER_SQLITE = ('UPDATE "NEXT_LOCK_ID" SET "NL_NEXT" = "NL_NEXT" + 1 WHERE :txn = 0 OR EXISTS (SELECT 1 FROM "TXNS" '
+                  'WHERE "TXN_ID" = :txn AND "TXN_STATE" = \'o\') RETURNING "NL_NEXT" - 1')
+
+# Release a request made without a transaction (a transaction's locks go with its commit or abort)
+_UNLOCK = 'DELETE FROM "HIVE_LOCKS" WHERE "HL_LOCK_EXT_ID" = %(id)s AND "HL_TXNID" = 0 RETURNING 1'
+_UNLOCK_SQLITE = _UNLOCK.replace("%(id)s", ":id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,15 +158,23 @@ class LockManager:
         if self.db.dialect == "postgresql":
             return self._lock_postgres(components, rows, txn_id or 0, now)
 
+        names = ", ".join(f'"{name}"' for name, _ in _LOCK_ROW)
+        inserting = (f'INSERT INTO "HIVE_LOCKS" ("HL_LOCK_EXT_ID", {names}) VALUES ' + ", ".join(
+            "(:id, " + ", ".join(f":{name}{index}" for name, _ in _LOCK_ROW) + ")" for index in range(len(rows))))
+        values = {f"{name}{index}": row[name] for index, row in enumerate(rows) for name, _ in _LOCK_ROW}
+
         def request(conn: Connection) -> LockResponse:
-            if txn_id:
-                self.txns.require_open(conn, txn_id, "lock for")
-            # Taking the next id locks the NEXT_LOCK_ID row until this transaction ends: requests are numbered and
-            # checked one at a time, so an earlier request is always visible to a later one's check.
-            lock_id = conn.execute(s.next_lock_id.update().values(NL_NEXT=s.next_lock_id.c.NL_NEXT + 1)
-                                   .returning(s.next_lock_id.c.NL_NEXT)).scalar_one() - 1
-            conn.execute(s.hive_locks.insert(), [dict(row, HL_LOCK_EXT_ID=lock_id) for row in rows])
-            return self._check(conn, lock_id, serialized=True)
+            # One write transaction, SQLite's one writer at a time: numbered, inserted and checked before the next
+            # request is numbered, so an earlier request is always visible to a later one's check. Plain statements
+            # on the driver's cursor keep the database's write lock held as briefly as possible.
+            numbered = self.db.driver_rows(conn, _NUMBER_SQLITE, {"txn": txn_id or 0})
+            if not numbered:
+                raise self.txns._state_error(conn, txn_id or 0, "lock for")
+            lock_id = numbered[0][0]
+            self.db.driver_rows(conn, inserting, dict(values, id=lock_id))
+            if self.db.driver_rows(conn, _GRANT_IF_FREE_SQLITE, {"id": lock_id, "now": now}):
+                return LockResponse(lock_id, LOCK_ACQUIRED)
+            return self._check(conn, lock_id, serialized=True)  # waiting: record the earliest request that blocks it
 
         return self.db.run("lock " + ", ".join(c.shown for c in components), request)
 
@@ -279,9 +298,9 @@ class LockManager:
             return NOT_DONE if conn.execute(sa.select(hl.HL_LOCK_EXT_ID).where(
                 hl.HL_LOCK_EXT_ID == lock_id)).first() else 1
 
-        if self.db.run(f"unlock {lock_id}", lambda conn: conn.execute(s.hive_locks.delete().where(
-                hl.HL_LOCK_EXT_ID == lock_id, hl.HL_TXNID == 0)).rowcount, single_statement=True,
-                done_check=released):
+        unlocking = _UNLOCK_SQLITE if self.db.dialect == "sqlite" else _UNLOCK
+        if self.db.run(f"unlock {lock_id}", lambda conn: self.db.driver_rows(conn, unlocking, {"id": lock_id}),
+                       single_statement=True, done_check=released):
             return
         txn = self.db.run(f"unlock {lock_id}", lambda conn: conn.execute(
             sa.select(hl.HL_TXNID).where(hl.HL_LOCK_EXT_ID == lock_id).limit(1)).scalar_one_or_none(), write=False)

@@ -75,6 +75,20 @@ _COMMIT_WITHOUT_WRITES = (
     'm AS (DELETE FROM "MIN_HISTORY_WRITE_ID" WHERE "MH_TXNID" IN (SELECT "TXN_ID" FROM t)) '
     'SELECT count(*) FROM t')
 
+# SQLite: a transaction's state, type and whether it recorded components; then what commit of one that wrote nothing
+# deletes (its locks, staging records and named tables, and its row)
+_STATE_SQLITE = ('SELECT "TXN_STATE", "TXN_TYPE", EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = :txn) '
+                 'FROM "TXNS" WHERE "TXN_ID" = :txn')
+_FORGET_SQLITE = tuple(f'DELETE FROM "{table}" WHERE "{column}" = :txn' for table, column in (
+    ("HIVE_LOCKS", "HL_TXNID"), ("TXN_STAGING", "TS_TXNID"), ("MIN_HISTORY_WRITE_ID", "MH_TXNID"), ("TXNS", "TXN_ID")))
+
+# SQLite: transactions :first..:last, open (the ids come from NEXT_TXN_ID's update just before, in the same transaction)
+_OPEN_SQLITE = (
+    'WITH RECURSIVE g(x) AS (SELECT :first UNION ALL SELECT x + 1 FROM g WHERE x < :last) '
+    'INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", "TXN_HOST", '
+    '"TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE", "TXN_META_INFO") '
+    "SELECT x, 'o', :now, :now, :user, :host, :agent, 0, :type, :token FROM g")
+
 
 @dataclass(frozen=True, slots=True)
 class StagingRecord:
@@ -201,23 +215,22 @@ class TxnStore:
                 "SELECT g, 'o', %(now)s, %(now)s, %(user)s, %(host)s, %(agent)s, 0, %(type)s, %(token)s "
                 'FROM n, generate_series(n."NTXN_NEXT" - %(count)s, n."NTXN_NEXT" - 1) AS g RETURNING "TXN_ID")'
                 + named + ' SELECT "TXN_ID" FROM t'), values))
-        following = conn.execute(s.next_txn_id.update().values(NTXN_NEXT=s.next_txn_id.c.NTXN_NEXT + count)
-                                 .returning(s.next_txn_id.c.NTXN_NEXT)).scalar_one()
-        ids = list(range(following - count, following))
-        conn.execute(s.txns.insert(), [
-            {"TXN_ID": i, "TXN_STATE": TXN_OPEN, "TXN_STARTED": now, "TXN_LAST_HEARTBEAT": now,
-             "TXN_USER": values["user"], "TXN_HOST": values["host"], "TXN_AGENT_INFO": values["agent"],
-             "TXN_HEARTBEAT_COUNT": 0, "TXN_TYPE": values["type"], "TXN_META_INFO": token} for i in ids])
+        # SQLite (one writer at a time: every statement here runs under the database's write lock, so they are plain
+        # strings on the driver's cursor, compiled by nobody): the counter, the transactions, the tables they name
+        following = self.db.driver_rows(conn, 'UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + :count '
+                                              'RETURNING "NTXN_NEXT"', {"count": count})[0][0]
+        values["first"], values["last"] = following - count, following - 1
+        self.db.driver_rows(conn, _OPEN_SQLITE, values)
         if tables:
-            nwi = s.next_write_id.c
-            rows = []
-            for database, table in tables:  # Hive's registerMinOpenWriteId: the table's next write id
-                following_write = conn.execute(sa.select(nwi.NWI_NEXT).where(
-                    nwi.NWI_DATABASE == database, nwi.NWI_TABLE == table)).scalar_one_or_none() or 1
-                rows += [{"MH_TXNID": i, "MH_DATABASE": database, "MH_TABLE": table, "MH_WRITEID": following_write}
-                         for i in ids]
-            conn.execute(s.min_history_write_id.insert(), rows)
-        return ids
+            pairs = ", ".join(f"(:d{i}, :t{i})" for i in range(len(tables)))
+            values.update({f"d{i}": database for i, (database, _) in enumerate(tables)})
+            values.update({f"t{i}": table for i, (_, table) in enumerate(tables)})
+            self.db.driver_rows(conn, (  # Hive's registerMinOpenWriteId: each table's next write id
+                f'WITH RECURSIVE g(x) AS (SELECT :first UNION ALL SELECT x + 1 FROM g WHERE x < :last), v(d, t) AS '
+                f'(VALUES {pairs}) INSERT INTO "MIN_HISTORY_WRITE_ID" ("MH_TXNID", "MH_DATABASE", "MH_TABLE", '
+                '"MH_WRITEID") SELECT g.x, v.d, v.t, COALESCE((SELECT "NWI_NEXT" FROM "NEXT_WRITE_ID" WHERE '
+                '"NWI_DATABASE" = v.d AND "NWI_TABLE" = v.t), 1) FROM g, v'), values)
+        return list(range(following - count, following))
 
     def open_txn(self, **options) -> int:
         return self.open_txns(1, **options)[0]
@@ -262,13 +275,29 @@ class TxnStore:
                 f"commit transaction {txn_id}", lambda conn: self.db.driver_rows(
                     conn, _COMMIT_WITHOUT_WRITES, {"txn": txn_id})[0][0], single_statement=True, done_check=gone(1)):
             return  # nothing written: one round trip
-        conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: self._commit(conn, txn_id, batch),
+        committing = self._commit_sqlite if self.db.dialect == "sqlite" and not wrote and batch is None else self._commit
+        conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: committing(conn, txn_id, batch),
                                done_check=gone(None))
         if conflict:
             raise WriteConflictError(f"transaction {txn_id} was aborted due to a write conflict: {conflict}")
 
-    def _commit(self, conn: Connection, txn_id: int, batch: BatchMark | None = None) -> str | None:
-        txn_type = self.require_open(conn, txn_id, "commit")
+    def _commit_sqlite(self, conn: Connection, txn_id: int, batch: BatchMark | None = None) -> str | None:
+        """`_commit` on SQLite for a caller that did not say it wrote: a transaction that wrote nothing is committed
+        in plain statements on the driver's cursor (SQLite's write lock held as briefly as possible), any other goes
+        the general way, told what the first statement found."""
+        found = self.db.driver_rows(conn, _STATE_SQLITE, {"txn": txn_id})
+        if found and found[0][0] == TXN_OPEN and not found[0][2] and batch is None:
+            for statement in _FORGET_SQLITE:
+                self.db.driver_rows(conn, statement, {"txn": txn_id})
+            return None
+        return self._commit(conn, txn_id, batch, found[0][1] or 0 if found and found[0][0] == TXN_OPEN else None)
+
+    def _commit(self, conn: Connection, txn_id: int, batch: BatchMark | None = None,
+                txn_type: int | None = None) -> str | None:
+        """Commit in the caller's database transaction; `txn_type`: the transaction is known to be open, of this
+        type."""
+        if txn_type is None:
+            txn_type = self.require_open(conn, txn_id, "commit")
         tc = s.txn_components.c
         operations = set(conn.execute(sa.select(tc.TC_OPERATION_TYPE).where(tc.TC_TXNID == txn_id).distinct())
                          .scalars().all())

@@ -20,17 +20,17 @@ from acid_core.metastore.txns import Operation
 # (statements, database transactions) per operation and database
 BUDGETS = {
     "open": {"postgresql": (1, 0), "sqlite": (3, 1)},
-    "open naming a table": {"postgresql": (1, 0), "sqlite": (5, 1)},
-    "commit without writes": {"postgresql": (1, 0), "sqlite": (7, 1)},
+    "open naming a table": {"postgresql": (1, 0), "sqlite": (4, 1)},
+    "commit without writes": {"postgresql": (1, 0), "sqlite": (6, 1)},
     "commit with an insert": {"postgresql": (12, 1), "sqlite": (12, 1)},
     "commit of a TableWrite insert": {"postgresql": (11, 1), "sqlite": (12, 1)},
-    "commit of a streaming micro-batch": {"postgresql": (13, 1), "sqlite": (13, 1)},
+    "commit of a streaming micro-batch": {"postgresql": (12, 1), "sqlite": (13, 1)},
     "abort": {"postgresql": (4, 1), "sqlite": (5, 1)},
     "heartbeat": {"postgresql": (1, 1), "sqlite": (2, 1)},
     "snapshot of a named table": {"postgresql": (4, 1), "sqlite": (5, 1)},
     "snapshot without a transaction": {"postgresql": (3, 1), "sqlite": (4, 1)},
-    "lock": {"postgresql": (2, 1), "sqlite": (5, 1)},
-    "unlock": {"postgresql": (1, 1), "sqlite": (2, 1)},
+    "lock": {"postgresql": (2, 1), "sqlite": (4, 1)},
+    "unlock": {"postgresql": (1, 0), "sqlite": (2, 1)},
 }
 
 
@@ -104,3 +104,24 @@ def test_no_hot_operation_sends_more_statements_than_its_budget(ms, measured):
     assert not over, f"(statements, transactions) found vs budget: {over}"
     assert set(measured) == set(BUDGETS)
 
+
+
+def test_sqlite_hot_paths_hold_the_write_lock_only_for_plain_statements(tmp_path):
+    """SQLite lets one writer in at a time, so time spent compiling SQL under its write lock is time every other
+    writer waits (a lock request held it 0.46 ms through SQLAlchemy, 0.04 ms as plain statements): open, commit of a
+    transaction that wrote nothing, lock and unlock send every statement but BEGIN on the driver's own cursor."""
+    from acid_core.metastore import Metastore
+
+    ms = Metastore(f"sqlite:///{tmp_path / 'metastore.db'}", warehouse=str(tmp_path / "warehouse"))
+    ms.init()
+    ms.txns.commit(ms.txns.open_txn())
+    compiled, plain = [], []
+    ms.db.statement_observers.append(lambda statement, _params: plain.append(statement))
+    event.listen(ms.db.engine, "before_cursor_execute", lambda _c, _cur, statement, *_rest: compiled.append(statement))
+    txn = ms.txns.open_txn(tables=["default.t"])
+    ms.txns.commit(txn)
+    lock = ms.locks.lock([LockComponent("default", "t", None, LockType.SHARED_READ)])
+    ms.locks.unlock(lock.lock_id)
+    ms.close()
+    assert all(statement.startswith("BEGIN") for statement in compiled), compiled
+    assert len(compiled) == 4 and len(plain) == 3 + 5 + 3 + 1, (compiled, plain)
