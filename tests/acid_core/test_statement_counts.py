@@ -105,7 +105,6 @@ def test_no_hot_operation_sends_more_statements_than_its_budget(ms, measured):
     assert set(measured) == set(BUDGETS)
 
 
-
 def test_sqlite_hot_paths_hold_the_write_lock_only_for_plain_statements(tmp_path):
     """SQLite lets one writer in at a time, so time spent compiling SQL under its write lock is time every other
     writer waits (a lock request held it 0.46 ms through SQLAlchemy, 0.04 ms as plain statements): open, commit of a
