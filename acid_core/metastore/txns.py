@@ -65,10 +65,12 @@ class Operation(str, enum.Enum):
 _UPDATE_DELETE = (Operation.UPDATE.value, Operation.DELETE.value)
 
 # Commit of an open transaction that wrote nothing, in one atomic statement (PostgreSQL); 0 rows means "take the
-# general path" (it has components, or it is not open).
+# general path" (it has components, is a compactor's, whose commit also records its queue entry, or is not open).
 # A plain string run on the driver's cursor (Database.driver_rows): no SQL compilation on the hot path.
+_COMPACTOR_TYPES = (TxnType.COMPACTION, TxnType.REBALANCE_COMPACTION)
 _COMMIT_WITHOUT_WRITES = (
     'WITH t AS (DELETE FROM "TXNS" WHERE "TXN_ID" = %(txn)s AND "TXN_STATE" = \'o\' '
+    f'AND COALESCE("TXN_TYPE", 0) NOT IN ({", ".join(str(int(t)) for t in _COMPACTOR_TYPES)}) '
     'AND NOT EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = %(txn)s) RETURNING "TXN_ID"), '
     'l AS (DELETE FROM "HIVE_LOCKS" WHERE "HL_TXNID" IN (SELECT "TXN_ID" FROM t)), '
     'g AS (DELETE FROM "TXN_STAGING" WHERE "TS_TXNID" IN (SELECT "TXN_ID" FROM t)), '
@@ -282,11 +284,12 @@ class TxnStore:
             raise WriteConflictError(f"transaction {txn_id} was aborted due to a write conflict: {conflict}")
 
     def _commit_sqlite(self, conn: Connection, txn_id: int, batch: BatchMark | None = None) -> str | None:
-        """`_commit` on SQLite for a caller that did not say it wrote: a transaction that wrote nothing is committed
-        in plain statements on the driver's cursor (SQLite's write lock held as briefly as possible), any other goes
+        """`_commit` on SQLite for a caller that did not say it wrote: a transaction that wrote nothing (and is not a
+        compactor's) is committed in plain statements on the driver's cursor (SQLite's write lock held as briefly as possible), any other goes
         the general way, told what the first statement found."""
         found = self.db.driver_rows(conn, _STATE_SQLITE, {"txn": txn_id})
-        if found and found[0][0] == TXN_OPEN and not found[0][2] and batch is None:
+        if found and found[0][0] == TXN_OPEN and not found[0][2] and found[0][1] not in _COMPACTOR_TYPES \
+                and batch is None:
             for statement in _FORGET_SQLITE:
                 self.db.driver_rows(conn, statement, {"txn": txn_id})
             return None

@@ -406,6 +406,20 @@ def test_ready_to_clean_waits_for_transactions_open_at_compaction_commit(ms):
     assert ms.txns.min_open_txn() == after
 
 
+def test_a_compactor_transaction_without_components_records_its_entry_at_commit(ms):
+    """A compactor's transaction that recorded nothing yet (a worker that refuses the entry before it attaches its
+    transaction) is not committed by the one-statement path of a transaction that wrote nothing: its commit still
+    records the entry's CQ_NEXT_TXN_ID and commit time, on both databases."""
+    compaction_id = ms.compactions.enqueue("default", "t", "p=1", MAJOR).compaction_id
+    ms.compactions.claim(worker_id="host-w1", compaction_id=compaction_id)
+    txn_id = ms.compactions.open_compactor_txn(compaction_id, ms.txns, worker_id="host-w1",
+                                               txn_type=TxnType.COMPACTION, agent_info="test")
+    ms.txns.commit(txn_id)
+    [entry] = [r for r in rows(ms, schema.compaction_queue) if r["CQ_ID"] == compaction_id]
+    assert entry["CQ_TXN_ID"] == txn_id and entry["CQ_NEXT_TXN_ID"] == txn_id + 1 and entry["CQ_COMMIT_TIME"]
+    assert txn_id not in [r["TXN_ID"] for r in rows(ms, schema.txns)]
+
+
 def test_ready_to_clean_waits_for_the_compactor_to_commit(ms):
     """An entry marked compacted whose compactor transaction is still open is not ready: the compaction may still
     abort, and the docstring promises that every transaction open at the compaction's commit has finished. (Hive's
