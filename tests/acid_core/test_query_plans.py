@@ -32,12 +32,17 @@ def captured(ms):
         if not executemany and re.match(r"\s*(SELECT|DELETE|UPDATE|WITH)\b", statement, re.I):
             statements.append((statement, parameters))
 
+    def observe(statement, parameters):  # the hot paths' plain statements, run on the driver's cursor
+        record(None, None, statement, parameters, None, False)
+
     engines = [ms.db.engine] + ([ms.db._autocommit_engine] if ms.db.dialect == "postgresql" else [])
     for engine in engines:
         event.listen(engine, "before_cursor_execute", record)
+    ms.db.statement_observers.append(observe)
     try:
         yield statements
     finally:
+        ms.db.statement_observers.remove(observe)
         for engine in engines:
             event.remove(engine, "before_cursor_execute", record)
 
