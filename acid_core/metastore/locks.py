@@ -45,28 +45,27 @@ _LOCK_ROW = (("HL_LOCK_INT_ID", "bigint"), ("HL_TXNID", "bigint"), ("HL_DB", "va
              ("HL_LAST_HEARTBEAT", "bigint"), ("HL_USER", "varchar"), ("HL_HOST", "varchar"),
              ("HL_HEARTBEAT_COUNT", "integer"), ("HL_AGENT_INFO", "varchar"))
 
-# Grant every component of request {id} unless an earlier request (of another transaction, or of none) holds or
+# Grant every component of request %(id)s unless an earlier request (of another transaction, or of none) holds or
 # waits for an overlapping object in an incompatible mode: `overlaps` and `compatible` in SQL, one statement.
 _GRANT_TEMPLATE = (
-    'UPDATE "HIVE_LOCKS" SET "HL_LOCK_STATE" = \'a\', "HL_ACQUIRED_AT" = {now}, "HL_BLOCKEDBY_EXT_ID" = NULL, '
-    '"HL_BLOCKEDBY_INT_ID" = NULL WHERE "HL_LOCK_EXT_ID" = {id} AND "HL_LOCK_STATE" = \'w\' AND NOT EXISTS ('
-    'SELECT 1 FROM "HIVE_LOCKS" m JOIN "HIVE_LOCKS" o ON o."HL_DB" = m."HL_DB" AND o."HL_LOCK_EXT_ID" < {id} '
-    'WHERE m."HL_LOCK_EXT_ID" = {id} AND NOT (m."HL_TXNID" <> 0 AND o."HL_TXNID" = m."HL_TXNID") '
+    'UPDATE "HIVE_LOCKS" SET "HL_LOCK_STATE" = \'a\', "HL_ACQUIRED_AT" = %(now)s, "HL_BLOCKEDBY_EXT_ID" = NULL, '
+    '"HL_BLOCKEDBY_INT_ID" = NULL WHERE "HL_LOCK_EXT_ID" = %(id)s AND "HL_LOCK_STATE" = \'w\' AND NOT EXISTS ('
+    'SELECT 1 FROM "HIVE_LOCKS" m JOIN "HIVE_LOCKS" o ON o."HL_DB" = m."HL_DB" AND o."HL_LOCK_EXT_ID" < %(id)s '
+    'WHERE m."HL_LOCK_EXT_ID" = %(id)s AND NOT (m."HL_TXNID" <> 0 AND o."HL_TXNID" = m."HL_TXNID") '
     'AND (o."HL_TABLE" IS NULL OR m."HL_TABLE" IS NULL OR (o."HL_TABLE" = m."HL_TABLE" AND ('
     'o."HL_PARTITION" IS NULL OR m."HL_PARTITION" IS NULL OR o."HL_PARTITION" = m."HL_PARTITION"))) '
     'AND {incompatible}) RETURNING 1')
-_GRANT_IF_FREE = _GRANT_TEMPLATE.format(id="%(id)s", now="%(now)s", incompatible='(m."HL_LOCK_TYPE", o."HL_LOCK_TYPE") '
-                                        'NOT IN (' + ", ".join(f"('{a}', '{b}')" for a, b in sorted(_COMPATIBLE)) + ")")
+_GRANT_IF_FREE = _GRANT_TEMPLATE.format(incompatible='(m."HL_LOCK_TYPE", o."HL_LOCK_TYPE") NOT IN (' + ", ".join(
+    f"('{a}', '{b}')" for a, b in sorted(_COMPATIBLE)) + ")")
 # SQLite compares row values only with a subquery: the two one-letter codes are joined instead
-_GRANT_IF_FREE_SQLITE = _GRANT_TEMPLATE.format(id=":id", now=":now", incompatible='m."HL_LOCK_TYPE" || o."HL_LOCK_TYPE" '
-                                               'NOT IN (' + ", ".join(f"'{a}{b}'" for a, b in sorted(_COMPATIBLE)) + ")")
+_GRANT_IF_FREE_SQLITE = _GRANT_TEMPLATE.format(incompatible='m."HL_LOCK_TYPE" || o."HL_LOCK_TYPE" NOT IN (' + ", ".join(
+    f"'{a}{b}'" for a, b in sorted(_COMPATIBLE)) + ")")
 # SQLite: the next request number, taken only for no transaction or an open one (no row: the transaction is not open)
-_NUMBER_SQLITE = ('UPDATE "NEXT_LOCK_ID" SET "NL_NEXT" = "NL_NEXT" + 1 WHERE :txn = 0 OR EXISTS (SELECT 1 FROM "TXNS" '
-                  'WHERE "TXN_ID" = :txn AND "TXN_STATE" = \'o\') RETURNING "NL_NEXT" - 1')
+_NUMBER_SQLITE = ('UPDATE "NEXT_LOCK_ID" SET "NL_NEXT" = "NL_NEXT" + 1 WHERE %(txn)s = 0 OR EXISTS (SELECT 1 FROM '
+                  '"TXNS" WHERE "TXN_ID" = %(txn)s AND "TXN_STATE" = \'o\') RETURNING "NL_NEXT" - 1')
 
 # Release a request made without a transaction (a transaction's locks go with its commit or abort)
 _UNLOCK = 'DELETE FROM "HIVE_LOCKS" WHERE "HL_LOCK_EXT_ID" = %(id)s AND "HL_TXNID" = 0 RETURNING 1'
-_UNLOCK_SQLITE = _UNLOCK.replace("%(id)s", ":id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +159,7 @@ class LockManager:
 
         names = ", ".join(f'"{name}"' for name, _ in _LOCK_ROW)
         inserting = (f'INSERT INTO "HIVE_LOCKS" ("HL_LOCK_EXT_ID", {names}) VALUES ' + ", ".join(
-            "(:id, " + ", ".join(f":{name}{index}" for name, _ in _LOCK_ROW) + ")" for index in range(len(rows))))
+            "(%(id)s, " + ", ".join(f"%({name}{index})s" for name, _ in _LOCK_ROW) + ")" for index in range(len(rows))))
         values = {f"{name}{index}": row[name] for index, row in enumerate(rows) for name, _ in _LOCK_ROW}
 
         def request(conn: Connection) -> LockResponse:
@@ -298,8 +297,7 @@ class LockManager:
             return NOT_DONE if conn.execute(sa.select(hl.HL_LOCK_EXT_ID).where(
                 hl.HL_LOCK_EXT_ID == lock_id)).first() else 1
 
-        unlocking = _UNLOCK_SQLITE if self.db.dialect == "sqlite" else _UNLOCK
-        if self.db.run(f"unlock {lock_id}", lambda conn: self.db.driver_rows(conn, unlocking, {"id": lock_id}),
+        if self.db.run(f"unlock {lock_id}", lambda conn: self.db.driver_rows(conn, _UNLOCK, {"id": lock_id}),
                        single_statement=True, done_check=released):
             return
         txn = self.db.run(f"unlock {lock_id}", lambda conn: conn.execute(

@@ -79,17 +79,17 @@ _COMMIT_WITHOUT_WRITES = (
 
 # SQLite: a transaction's state, type and whether it recorded components; then what commit of one that wrote nothing
 # deletes (its locks, staging records and named tables, and its row)
-_STATE_SQLITE = ('SELECT "TXN_STATE", "TXN_TYPE", EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = :txn) '
-                 'FROM "TXNS" WHERE "TXN_ID" = :txn')
-_FORGET_SQLITE = tuple(f'DELETE FROM "{table}" WHERE "{column}" = :txn' for table, column in (
+_STATE_SQLITE = ('SELECT "TXN_STATE", "TXN_TYPE", EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = %(txn)s) '
+                 'FROM "TXNS" WHERE "TXN_ID" = %(txn)s')
+_FORGET_SQLITE = tuple(f'DELETE FROM "{table}" WHERE "{column}" = %(txn)s' for table, column in (
     ("HIVE_LOCKS", "HL_TXNID"), ("TXN_STAGING", "TS_TXNID"), ("MIN_HISTORY_WRITE_ID", "MH_TXNID"), ("TXNS", "TXN_ID")))
 
-# SQLite: transactions :first..:last, open (the ids come from NEXT_TXN_ID's update just before, in the same transaction)
+# SQLite: transactions first..last, open (the ids come from NEXT_TXN_ID's update just before, in the same transaction)
 _OPEN_SQLITE = (
-    'WITH RECURSIVE g(x) AS (SELECT :first UNION ALL SELECT x + 1 FROM g WHERE x < :last) '
+    'WITH RECURSIVE g(x) AS (SELECT %(first)s UNION ALL SELECT x + 1 FROM g WHERE x < %(last)s) '
     'INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER", "TXN_HOST", '
     '"TXN_AGENT_INFO", "TXN_HEARTBEAT_COUNT", "TXN_TYPE", "TXN_META_INFO") '
-    "SELECT x, 'o', :now, :now, :user, :host, :agent, 0, :type, :token FROM g")
+    "SELECT x, 'o', %(now)s, %(now)s, %(user)s, %(host)s, %(agent)s, 0, %(type)s, %(token)s FROM g")
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,16 +219,16 @@ class TxnStore:
                 + named + ' SELECT "TXN_ID" FROM t'), values))
         # SQLite (one writer at a time: every statement here runs under the database's write lock, so they are plain
         # strings on the driver's cursor, compiled by nobody): the counter, the transactions, the tables they name
-        following = self.db.driver_rows(conn, 'UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + :count '
+        following = self.db.driver_rows(conn, 'UPDATE "NEXT_TXN_ID" SET "NTXN_NEXT" = "NTXN_NEXT" + %(count)s '
                                               'RETURNING "NTXN_NEXT"', {"count": count})[0][0]
         values["first"], values["last"] = following - count, following - 1
         self.db.driver_rows(conn, _OPEN_SQLITE, values)
         if tables:
-            pairs = ", ".join(f"(:d{i}, :t{i})" for i in range(len(tables)))
+            pairs = ", ".join(f"(%(d{i})s, %(t{i})s)" for i in range(len(tables)))
             values.update({f"d{i}": database for i, (database, _) in enumerate(tables)})
             values.update({f"t{i}": table for i, (_, table) in enumerate(tables)})
             self.db.driver_rows(conn, (  # Hive's registerMinOpenWriteId: each table's next write id
-                f'WITH RECURSIVE g(x) AS (SELECT :first UNION ALL SELECT x + 1 FROM g WHERE x < :last), v(d, t) AS '
+                f'WITH RECURSIVE g(x) AS (SELECT %(first)s UNION ALL SELECT x + 1 FROM g WHERE x < %(last)s), v(d, t) AS '
                 f'(VALUES {pairs}) INSERT INTO "MIN_HISTORY_WRITE_ID" ("MH_TXNID", "MH_DATABASE", "MH_TABLE", '
                 '"MH_WRITEID") SELECT g.x, v.d, v.t, COALESCE((SELECT "NWI_NEXT" FROM "NEXT_WRITE_ID" WHERE '
                 '"NWI_DATABASE" = v.d AND "NWI_TABLE" = v.t), 1) FROM g, v'), values)
