@@ -77,6 +77,22 @@ _COMMIT_WITHOUT_WRITES = (
     'm AS (DELETE FROM "MIN_HISTORY_WRITE_ID" WHERE "MH_TXNID" IN (SELECT "TXN_ID" FROM t)) '
     'SELECT count(*) FROM t')
 
+# A snapshot's statements (plain strings on the driver's cursor, both databases). The transactions: the counter's
+# single row, joined with the open and aborted transactions (none: one row).
+_SNAPSHOT_TXNS = ('SELECT n."NTXN_NEXT", t."TXN_ID", t."TXN_STATE" FROM "NEXT_TXN_ID" n LEFT OUTER JOIN "TXNS" t '
+                  'ON t."TXN_STATE" IN (\'o\', \'a\')')
+# A table's next write id, and the write ids of transactions above the snapshot (an index range), outer-joined to
+# NEXT_TXN_ID's single row so that it returns a row when there are none
+_SNAPSHOT_LATER_WRITES = (
+    'SELECT (SELECT "NWI_NEXT" FROM "NEXT_WRITE_ID" WHERE "NWI_DATABASE" = %(database)s AND "NWI_TABLE" = %(table)s), '
+    'w."T2W_WRITEID", w."T2W_TXNID" FROM "NEXT_TXN_ID" LEFT OUTER JOIN "TXN_TO_WRITE_ID" w ON w."T2W_DATABASE" = '
+    '%(database)s AND w."T2W_TABLE" = %(table)s AND w."T2W_TXNID" > %(high)s')
+# The table's write id of each open or aborted transaction: one unique-index probe each (a correlated subquery: no
+# planner turns it into a scan of the history, whatever its statistics say)
+_SNAPSHOT_INVALID_WRITES = (
+    'SELECT t."TXN_ID", (SELECT w."T2W_WRITEID" FROM "TXN_TO_WRITE_ID" w WHERE w."T2W_DATABASE" = %(database)s AND '
+    'w."T2W_TABLE" = %(table)s AND w."T2W_TXNID" = t."TXN_ID") FROM "TXNS" t WHERE t."TXN_STATE" IN (\'o\', \'a\')')
+
 # SQLite: a transaction's state, type and whether it recorded components; then what commit of one that wrote nothing
 # deletes (its locks, staging records and named tables, and its row)
 _STATE_SQLITE = ('SELECT "TXN_STATE", "TXN_TYPE", EXISTS (SELECT 1 FROM "TXN_COMPONENTS" WHERE "TC_TXNID" = %(txn)s) '
@@ -607,13 +623,9 @@ class TxnStore:
         name = full_table_name(database, table)
         return self.snapshot([name], current_txn=current_txn).write_ids[name]
 
-    @staticmethod
-    def _valid_txns(conn: Connection, current_txn: int | None) -> ValidTxnList:
+    def _valid_txns(self, conn: Connection, current_txn: int | None) -> ValidTxnList:
         """Hive's createValidReadTxnList: a transaction sees what committed below it, and its own writes."""
-        # one statement: the counter's single row, joined with the open and aborted transactions (none: one row)
-        t = s.txns.c
-        found = conn.execute(sa.select(s.next_txn_id.c.NTXN_NEXT, t.TXN_ID, t.TXN_STATE).select_from(
-            s.next_txn_id.outerjoin(s.txns, t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED))))).all()
+        found = self.db.driver_rows(conn, _SNAPSHOT_TXNS, {})
         high = found[0][0] - 1
         if current_txn:
             high = min(high, current_txn)
@@ -623,8 +635,8 @@ class TxnStore:
         return ValidTxnList(high_watermark=high, open_ids=open_ids, aborted_ids=aborted,
                             min_open=min(open_ids, default=LONG_MAX))
 
-    @staticmethod
-    def _valid_write_ids(conn: Connection, name: str, txns: ValidTxnList, current_txn: int | None) -> ValidWriteIdList:
+    def _valid_write_ids(self, conn: Connection, name: str, txns: ValidTxnList,
+                         current_txn: int | None) -> ValidWriteIdList:
         """The table's write ids as `txns` sees them: write ids of invalid transactions are exceptions.
 
         Cost follows the open and aborted transactions, not the table's history (which housekeeping trims): the
@@ -635,23 +647,15 @@ class TxnStore:
         or aborted transaction (a snapshot's own open transaction included).
         """
         database, _, table = name.partition(".")
-        t2w, nwi, t = s.txn_to_write_id.c, s.next_write_id.c, s.txns.c
-        of_table = (t2w.T2W_DATABASE == database, t2w.T2W_TABLE == table)
-        # one statement: the table's next write id, and the write ids of transactions above the snapshot (an index
-        # range), outer-joined to NEXT_TXN_ID's single row so that it returns a row when there are none
-        newest = sa.select(nwi.NWI_NEXT).where(nwi.NWI_DATABASE == database, nwi.NWI_TABLE == table).scalar_subquery()
-        found = conn.execute(sa.select(newest, t2w.T2W_WRITEID, t2w.T2W_TXNID).select_from(
-            s.next_txn_id.outerjoin(s.txn_to_write_id, sa.and_(*of_table, t2w.T2W_TXNID > txns.high_watermark)))).all()
+        of_table = {"database": database, "table": table}
+        found = self.db.driver_rows(conn, _SNAPSHOT_LATER_WRITES, dict(of_table, high=txns.high_watermark))
         following = found[0][0] or 1
         later = {write_id: txn_id for _, write_id, txn_id in found if write_id is not None}
         high = following - 1
         while high in later:
             high -= 1
-        # one unique-index probe per open or aborted transaction (a correlated subquery: no planner turns it into a
-        # scan of the history, whatever its statistics say)
-        write_id_of = sa.select(t2w.T2W_WRITEID).where(*of_table, t2w.T2W_TXNID == t.TXN_ID).scalar_subquery()
-        invalid = {write_id: txn_id for txn_id, write_id in conn.execute(sa.select(t.TXN_ID, write_id_of).where(
-            t.TXN_STATE.in_((TXN_OPEN, TXN_ABORTED)))).all() if write_id is not None and write_id <= high}
+        invalid = {write_id: txn_id for txn_id, write_id in self.db.driver_rows(conn, _SNAPSHOT_INVALID_WRITES, of_table)
+                   if write_id is not None and write_id <= high}
         invalid.update((write_id, txn_id) for write_id, txn_id in later.items() if write_id <= high)
         open_ids: list[int] = []
         aborted: list[int] = []

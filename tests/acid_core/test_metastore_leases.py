@@ -5,7 +5,6 @@ snapshot a lease returns is one consistent read even while other clients commit.
 from __future__ import annotations
 
 import pytest
-import sqlalchemy as sa
 
 from acid_core.errors import MetastoreError
 from acid_core.format.validity import LONG_MAX, ValidTxnList
@@ -106,16 +105,17 @@ def _commit_while_reading(reader: Metastore, writer: Metastore, txn_id: int, rea
     """Run `read` on `reader`; just before it first looks at TXN_TO_WRITE_ID, `writer` commits `txn_id`."""
     fired = []
 
-    def before_execute(conn, cursor, statement, parameters, context, executemany):
+    def before(statement, _parameters):
         if not fired and "TXN_TO_WRITE_ID" in statement:
             fired.append(True)
             writer.txns.commit(txn_id)
 
-    sa.event.listen(reader.db.engine, "before_cursor_execute", before_execute)
+    # the snapshot's statements are plain ones, seen by the observers just before the driver runs them
+    reader.db.statement_observers.append(before)
     try:
         result = read()
     finally:
-        sa.event.remove(reader.db.engine, "before_cursor_execute", before_execute)
+        reader.db.statement_observers.remove(before)
     assert fired, "the interleaving hook never ran"
     return result
 
