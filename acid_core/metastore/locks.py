@@ -44,6 +44,20 @@ _LOCK_ROW = (("HL_LOCK_INT_ID", "bigint"), ("HL_TXNID", "bigint"), ("HL_DB", "va
              ("HL_PARTITION", "varchar"), ("HL_LOCK_STATE", "char(1)"), ("HL_LOCK_TYPE", "char(1)"),
              ("HL_LAST_HEARTBEAT", "bigint"), ("HL_USER", "varchar"), ("HL_HOST", "varchar"),
              ("HL_HEARTBEAT_COUNT", "integer"), ("HL_AGENT_INFO", "varchar"))
+_LOCK_COLUMNS = ", ".join(f'"{name}"' for name, _ in _LOCK_ROW)
+
+
+def _request_values(rows: list[dict], *, typed: bool) -> tuple[str, dict[str, object]]:
+    """A lock request's rows as a VALUES list of `%(name)s` parameters, and the parameters; `typed` casts each one
+    to its PostgreSQL type (a VALUES list is typed by its first row, and a NULL alone has no type)."""
+    params: dict[str, object] = {}
+    tuples = []
+    for index, row in enumerate(rows):
+        params.update({f"{name}{index}": row[name] for name, _ in _LOCK_ROW})
+        tuples.append("(" + ", ".join(f"CAST(%({name}{index})s AS {kind})" if typed else f"%({name}{index})s"
+                                      for name, kind in _LOCK_ROW) + ")")
+    return "VALUES " + ", ".join(tuples), params
+
 
 # Grant every component of request %(id)s unless an earlier request (of another transaction, or of none) holds or
 # waits for an overlapping object in an incompatible mode: `overlaps` and `compatible` in SQL, one statement.
@@ -157,10 +171,8 @@ class LockManager:
         if self.db.dialect == "postgresql":
             return self._lock_postgres(components, rows, txn_id or 0, now)
 
-        names = ", ".join(f'"{name}"' for name, _ in _LOCK_ROW)
-        inserting = (f'INSERT INTO "HIVE_LOCKS" ("HL_LOCK_EXT_ID", {names}) VALUES ' + ", ".join(
-            "(%(id)s, " + ", ".join(f"%({name}{index})s" for name, _ in _LOCK_ROW) + ")" for index in range(len(rows))))
-        values = {f"{name}{index}": row[name] for index, row in enumerate(rows) for name, _ in _LOCK_ROW}
+        listed, values = _request_values(rows, typed=False)
+        inserting = f'INSERT INTO "HIVE_LOCKS" ("HL_LOCK_EXT_ID", {_LOCK_COLUMNS}) SELECT %(id)s, v.* FROM ({listed}) v'
 
         def request(conn: Connection) -> LockResponse:
             # One write transaction, SQLite's one writer at a time: numbered, inserted and checked before the next
@@ -185,19 +197,15 @@ class LockManager:
         earlier request blocks it; a request left waiting records what blocks it (`check_lock`). Checks need no
         mutex: a request looks only at lower numbers, all visible by then, and they can only be granted (which
         changes no compatibility) or released."""
-        values: dict[str, object] = {"txn": txn_id}
-        tuples = []
-        for index, row in enumerate(rows):
-            values.update({f"{name}{index}": value for name, value in row.items()})
-            tuples.append("(" + ", ".join(f"CAST(%({name}{index})s AS {kind})" for name, kind in _LOCK_ROW) + ")")
-        names = ", ".join(f'"{name}"' for name, _ in _LOCK_ROW)
+        listed, values = _request_values(rows, typed=True)
+        values["txn"] = txn_id
         statement = (
             'WITH t AS (UPDATE "TXNS" SET "TXN_STATE" = "TXN_STATE" WHERE "TXN_ID" = %(txn)s AND "TXN_STATE" = \'o\' '
             'RETURNING 1), '
             'n AS (UPDATE "NEXT_LOCK_ID" SET "NL_NEXT" = "NL_NEXT" + 1 WHERE %(txn)s = 0 OR EXISTS (SELECT 1 FROM t) '
             'RETURNING "NL_NEXT" - 1 AS id), '
-            f'i AS (INSERT INTO "HIVE_LOCKS" ("HL_LOCK_EXT_ID", {names}) SELECT n.id, v.* FROM n, '
-            f'(VALUES {", ".join(tuples)}) AS v({names})) '
+            f'i AS (INSERT INTO "HIVE_LOCKS" ("HL_LOCK_EXT_ID", {_LOCK_COLUMNS}) SELECT n.id, v.* FROM n, '
+            f'({listed}) AS v({_LOCK_COLUMNS})) '
             'SELECT id FROM n')
         operation = "lock " + ", ".join(c.shown for c in components)
         # In a database transaction, not autocommit: a connection lost before the commit rolls the request back and
