@@ -293,23 +293,29 @@ class TxnStore:
                 f"commit transaction {txn_id}", lambda conn: self.db.driver_rows(
                     conn, _COMMIT_WITHOUT_WRITES, {"txn": txn_id})[0][0], single_statement=True, done_check=gone(1)):
             return  # nothing written: one round trip
-        committing = self._commit_sqlite if self.db.dialect == "sqlite" and not wrote and batch is None else self._commit
-        conflict = self.db.run(f"commit transaction {txn_id}", lambda conn: committing(conn, txn_id, batch),
-                               done_check=gone(None))
+        if self.db.dialect == "sqlite" and not wrote and batch is None:
+            def committing(conn: Connection) -> str | None:
+                return self._commit_sqlite(conn, txn_id)
+        else:
+            def committing(conn: Connection) -> str | None:
+                return self._commit(conn, txn_id, batch)
+        conflict = self.db.run(f"commit transaction {txn_id}", committing, done_check=gone(None))
         if conflict:
             raise WriteConflictError(f"transaction {txn_id} was aborted due to a write conflict: {conflict}")
 
-    def _commit_sqlite(self, conn: Connection, txn_id: int, batch: BatchMark | None = None) -> str | None:
+    def _commit_sqlite(self, conn: Connection, txn_id: int) -> str | None:
         """`_commit` on SQLite for a caller that did not say it wrote: a transaction that wrote nothing (and is not a
-        compactor's) is committed in plain statements on the driver's cursor (SQLite's write lock held as briefly as possible), any other goes
-        the general way, told what the first statement found."""
+        compactor's) is committed in plain statements on the driver's cursor (SQLite's write lock held as briefly as
+        possible); any other goes the general way, told the type the first statement found."""
         found = self.db.driver_rows(conn, _STATE_SQLITE, {"txn": txn_id})
-        if found and found[0][0] == TXN_OPEN and not found[0][2] and found[0][1] not in _COMPACTOR_TYPES \
-                and batch is None:
-            for statement in _FORGET_SQLITE:
-                self.db.driver_rows(conn, statement, {"txn": txn_id})
-            return None
-        return self._commit(conn, txn_id, batch, found[0][1] or 0 if found and found[0][0] == TXN_OPEN else None)
+        if not found or found[0][0] != TXN_OPEN:
+            return self._commit(conn, txn_id)  # raises the state error
+        _, txn_type, has_components = found[0]
+        if has_components or txn_type in _COMPACTOR_TYPES:
+            return self._commit(conn, txn_id, txn_type=txn_type or 0)
+        for statement in _FORGET_SQLITE:
+            self.db.driver_rows(conn, statement, {"txn": txn_id})
+        return None
 
     def _commit(self, conn: Connection, txn_id: int, batch: BatchMark | None = None,
                 txn_type: int | None = None) -> str | None:
