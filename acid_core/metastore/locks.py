@@ -157,7 +157,14 @@ class LockManager:
 
     def lock(self, components: Sequence[LockComponent], *, txn_id: int | None = None,
              agent_info: str | None = None) -> LockResponse:
-        """Queue a lock request and try to grant it at once."""
+        """Queue a lock request and try to grant it at once.
+
+        A transaction's request whose commit was lost with the connection (a metastore restart) is sent again: if
+        the lost one took effect, the transaction holds two requests for the same objects, which never block each
+        other (a request ignores its own transaction's) and both go with its commit or abort. A request without a
+        transaction is not repeated (a duplicate would block others until it expired without heartbeats): the
+        caller gets MetastoreUnavailableError saying the outcome is unknown.
+        """
         if not components:
             raise MetastoreError("a lock request needs at least one component")
         now = self.db.clock.now_ms()
@@ -187,7 +194,7 @@ class LockManager:
                 return LockResponse(lock_id, LOCK_ACQUIRED)
             return self._check(conn, lock_id, serialized=True)  # waiting: record the earliest request that blocks it
 
-        return self.db.run("lock " + ", ".join(c.shown for c in components), request)
+        return self.db.run("lock " + ", ".join(c.shown for c in components), request, idempotent=bool(txn_id))
 
     def _lock_postgres(self, components: Sequence[LockComponent], rows: list[dict], txn_id: int,
                        now: int) -> LockResponse:
@@ -209,9 +216,10 @@ class LockManager:
             'SELECT id FROM n')
         operation = "lock " + ", ".join(c.shown for c in components)
         # In a database transaction, not autocommit: a connection lost before the commit rolls the request back and
-        # it is sent again (a request lost in autocommit would stay queued, its outcome unknown to the caller).
+        # it is sent again (a request lost in autocommit would stay queued, its outcome unknown to the caller). One
+        # lost while committing is sent again too when it belongs to a transaction (see `lock`).
         lock_id = self.db.run(operation, lambda conn: next((row[0] for row in self.db.driver_rows(
-            conn, statement, values)), None))
+            conn, statement, values)), None), idempotent=bool(txn_id))
         if lock_id is None:  # the transaction is not open
             def refuse(conn: Connection) -> NoReturn:
                 raise self.txns._state_error(conn, txn_id, "lock for")

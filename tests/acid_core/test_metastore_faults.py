@@ -144,6 +144,38 @@ def test_backend_terminated_during_a_commit(postgres_url, postgres_server, clock
 
 
 @pytest.mark.postgres
+def test_a_lock_request_whose_connection_dies_as_it_commits(postgres_url, clock, tmp_path):
+    """A lock request's connection dies as its commit is sent (a metastore restart under a streaming writer): a
+    transaction's request is sent again and granted; one without a transaction is not repeated (a duplicate would
+    block others until it expired) and the error says the outcome is unknown."""
+    ms = Metastore(postgres_url, clock=clock, identity=ME, warehouse=str(tmp_path / "warehouse"), outage_seconds=5)
+    ms.init()
+    closed: list[bool] = []
+
+    def close_as_it_commits(connection):
+        if not closed:
+            closed.append(True)
+            connection.connection.dbapi_connection.close()
+
+    partition = [LockComponent("default", "t", "p=1", LockType.SHARED_WRITE)]
+    txn_id = ms.txns.open_txn()
+    sa.event.listen(ms.db.engine, "commit", close_as_it_commits)
+    try:
+        assert ms.locks.lock(partition, txn_id=txn_id).acquired
+        assert closed
+        closed.clear()
+        with pytest.raises(MetastoreUnavailableError, match="whether this commit was is unknown"):
+            ms.locks.lock(partition)
+        assert closed
+    finally:
+        sa.event.remove(ms.db.engine, "commit", close_as_it_commits)
+    assert {lock.txn_id for lock in ms.locks.show_locks()} == {txn_id}
+    ms.txns.commit(txn_id)
+    assert ms.locks.show_locks() == []
+    ms.close()
+
+
+@pytest.mark.postgres
 def test_pooled_connections_killed_while_idle(postgres_url, postgres_server, clock, tmp_path):
     """Connections ended while idle in the pool (a server restart, a proxy timeout), with outage retries off: a read
     retries on a fresh connection; a write fails once with MetastoreUnavailableError, having done nothing, and the
